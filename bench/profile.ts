@@ -1,0 +1,91 @@
+/**
+ * Summarizes a V8 CPU profile (node --cpu-prof): self time by function and by module (a package
+ * under node_modules, a file under src/, or a node: built-in), the top entries first.
+ *
+ *   BENCH_CPU_PROF=/tmp/prof npm run bench:cost     (any bench that spawns the service)
+ *   npx tsx bench/profile.ts /tmp/prof/<file>.cpuprofile [top=25]
+ */
+import { readFileSync } from 'node:fs';
+
+interface ProfileNode {
+  id: number;
+  callFrame: { functionName: string; url: string; lineNumber: number };
+  children?: number[];
+}
+
+interface CpuProfile {
+  nodes: ProfileNode[];
+  samples: number[];
+  timeDeltas: number[];
+  startTime: number;
+  endTime: number;
+}
+
+export interface ProfileSummary {
+  totalMs: number;
+  idleMs: number;
+  byFunction: Array<{ name: string; ms: number; pct: number }>;
+  byModule: Array<{ name: string; ms: number; pct: number }>;
+}
+
+function moduleOf(url: string, functionName: string): string {
+  if (url === '') return functionName.startsWith('(') ? functionName : '(native)';
+  const pkg = /node_modules\/((?:@[^/]+\/)?[^/]+)/.exec(url);
+  if (pkg?.[1]) return pkg[1];
+  const src = /\/(src\/.+|bench\/.+|test\/.+)$/.exec(url);
+  if (src?.[1]) return src[1];
+  if (url.startsWith('node:')) return url;
+  return url;
+}
+
+export function summarizeProfile(file: string, top = 25): ProfileSummary {
+  const profile = JSON.parse(readFileSync(file, 'utf8')) as CpuProfile;
+  const byId = new Map(profile.nodes.map((n) => [n.id, n]));
+  const selfUs = new Map<number, number>();
+  profile.samples.forEach((id, i) => {
+    selfUs.set(id, (selfUs.get(id) ?? 0) + (profile.timeDeltas[i] ?? 0));
+  });
+  const fn = new Map<string, number>();
+  const mod = new Map<string, number>();
+  let total = 0;
+  let idle = 0;
+  for (const [id, us] of selfUs) {
+    const node = byId.get(id);
+    if (!node) continue;
+    const { functionName, url, lineNumber } = node.callFrame;
+    if (functionName === '(idle)') {
+      idle += us;
+      continue;
+    }
+    total += us;
+    const m = moduleOf(url, functionName);
+    const key = `${functionName || '(anonymous)'} ${m}:${lineNumber + 1}`;
+    fn.set(key, (fn.get(key) ?? 0) + us);
+    mod.set(m, (mod.get(m) ?? 0) + us);
+  }
+  const rank = (map: Map<string, number>) =>
+    [...map.entries()]
+      .sort((a, b) => b[1] - a[1])
+      .slice(0, top)
+      .map(([name, us]) => ({
+        name,
+        ms: Math.round(us / 1000),
+        pct: Number(((100 * us) / Math.max(1, total)).toFixed(1)),
+      }));
+  return {
+    totalMs: Math.round(total / 1000),
+    idleMs: Math.round(idle / 1000),
+    byFunction: rank(fn),
+    byModule: rank(mod),
+  };
+}
+
+if (process.argv[1]?.endsWith('profile.ts') && process.argv[2]) {
+  const summary = summarizeProfile(process.argv[2], Number(process.argv[3] ?? 25));
+  process.stdout.write(`busy ${summary.totalMs} ms, idle ${summary.idleMs} ms\n\nby module (self time)\n`);
+  for (const row of summary.byModule)
+    process.stdout.write(`${String(row.pct).padStart(5)}%  ${row.ms} ms  ${row.name}\n`);
+  process.stdout.write('\nby function (self time)\n');
+  for (const row of summary.byFunction)
+    process.stdout.write(`${String(row.pct).padStart(5)}%  ${row.ms} ms  ${row.name}\n`);
+}

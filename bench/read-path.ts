@@ -1,0 +1,119 @@
+/**
+ * Figure 2 of issue 7: requests per second of GET /fhir/CoverageEligibilityResponse/{id} for a
+ * full found-eligible CER (autocannon, 50 connections), side by side with a bare express 5 app
+ * serving the same bytes from memory. Target: at least 0.7 of the bare app's rate.
+ *
+ *   npm run bench:read            (BENCH_SECONDS=10 BENCH_ROUNDS=3 by default; medians reported)
+ */
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { startSandbox } from '../src/upstream/sandbox/index.js';
+import { eligibilityRequest } from '../test/support/requests.js';
+import type { LoadResult } from './lib.js';
+import {
+  autocannon,
+  cpuProfArgs,
+  machine,
+  record,
+  spawnService,
+  tenantAuth,
+  until,
+  writeTenantsFile,
+} from './lib.js';
+
+const UPSTREAM_KEY = 'bench-upstream-key';
+const seconds = Number(process.env.BENCH_SECONDS ?? 10);
+const rounds = Number(process.env.BENCH_ROUNDS ?? 3);
+
+/** The median of each field over the runs. */
+function medianRun(runs: LoadResult[]): LoadResult {
+  const median = (pick: (r: LoadResult) => number) =>
+    runs.map(pick).sort((a, b) => a - b)[Math.floor(runs.length / 2)] ?? 0;
+  return {
+    requestsPerSecond: median((r) => r.requestsPerSecond),
+    p50Ms: median((r) => r.p50Ms),
+    p99Ms: median((r) => r.p99Ms),
+    non2xx: runs.reduce((n, r) => n + r.non2xx, 0),
+    errors: runs.reduce((n, r) => n + r.errors, 0),
+  };
+}
+
+const sandbox = await startSandbox({ port: 0, timeScale: 0.01, apiKeys: [UPSTREAM_KEY] });
+const dir = mkdtempSync(join(tmpdir(), 'fea-bench-read-'));
+const service = await spawnService(
+  {
+    UPSTREAM_BASE_URL: sandbox.url,
+    TENANTS_FILE: writeTenantsFile(dir, 1, UPSTREAM_KEY, 10),
+    DATABASE_URL: process.env.BENCH_DATABASE_URL ?? `sqlite:${join(dir, 'adapter.db')}`,
+    POLL_INTERVAL_MS: '50',
+    LOG_LEVEL: process.env.BENCH_LOG_LEVEL ?? 'info',
+    SUBMIT_RATE_PER_MINUTE: '100000',
+  },
+  undefined,
+  cpuProfArgs('read-path'),
+);
+try {
+  const auth = tenantAuth(0);
+  const submitted = await fetch(`${service.url}/fhir/CoverageEligibilityRequest/$submit`, {
+    method: 'POST',
+    headers: { ...auth, 'Content-Type': 'application/fhir+json', Prefer: 'wait=30' },
+    body: JSON.stringify(eligibilityRequest({ emiratesId: '784-1990-0000001-1' })),
+  });
+  const location = String(submitted.headers.get('location'));
+  const body = await until(
+    async () => {
+      const res = await fetch(location.replace(/^https?:\/\/[^/]+/, service.url), { headers: auth });
+      const text = await res.text();
+      return (JSON.parse(text) as { outcome?: string }).outcome === 'complete' ? text : undefined;
+    },
+    30_000,
+    'a complete CER',
+  );
+  const file = join(dir, 'cer.json');
+  writeFileSync(file, body);
+  const bare = await spawnService({}, ['bench/bare-server.ts', file]);
+  try {
+    const path = new URL(location).pathname;
+    // Warm-up, then the measured runs, one after the other on the same machine.
+    await autocannon(`${service.url}${path}`, auth, 50, 2);
+    await autocannon(`${bare.url}${path}`, {}, 50, 2);
+    // Several rounds, alternating which goes first, so a busy moment of a shared machine does not
+    // fall on one side only; the figures are the medians.
+    const adapterRuns: LoadResult[] = [];
+    const bareRuns: LoadResult[] = [];
+    for (let round = 0; round < rounds; round += 1) {
+      if (round % 2 === 0) {
+        adapterRuns.push(await autocannon(`${service.url}${path}`, auth, 50, seconds));
+        bareRuns.push(await autocannon(`${bare.url}${path}`, {}, 50, seconds));
+      } else {
+        bareRuns.push(await autocannon(`${bare.url}${path}`, {}, 50, seconds));
+        adapterRuns.push(await autocannon(`${service.url}${path}`, auth, 50, seconds));
+      }
+    }
+    const adapter = medianRun(adapterRuns);
+    const baseline = medianRun(bareRuns);
+    const ratios = adapterRuns.map((a, i) =>
+      Number((a.requestsPerSecond / (bareRuns[i]?.requestsPerSecond ?? 1)).toFixed(3)),
+    );
+    await record('read-path', {
+      rounds,
+      ratiosPerRound: ratios,
+      machine: machine(),
+      cerBytes: Buffer.byteLength(body),
+      seconds,
+      connections: 50,
+      logLevel: process.env.BENCH_LOG_LEVEL ?? 'info',
+      adapter,
+      bareExpress: baseline,
+      /** The median of the per-round ratios (each round measures both, back to back). */
+      ratio: [...ratios].sort((a, b) => a - b)[Math.floor(ratios.length / 2)] ?? 0,
+      target: 0.7,
+    });
+  } finally {
+    await bare.stop();
+  }
+} finally {
+  await service.stop();
+  await sandbox.close();
+}

@@ -1,0 +1,47 @@
+/**
+ * Adapter-side failures (mappings/adapter-errors.json), loaded and checked once.
+ */
+import { readFileSync } from 'node:fs';
+import { z } from 'zod';
+
+const tableSchema = z.object({
+  errors: z
+    .array(
+      z.object({
+        code: z.string().min(1),
+        httpStatus: z.number().int().min(400).max(599),
+        issueCode: z.string().min(1),
+        text: z.string().min(1),
+      }),
+    )
+    .min(1),
+});
+
+export type AdapterErrorCode =
+  | 'ambiguous-create'
+  | 'upstream-rejected'
+  | 'upstream-unreachable'
+  | 'credentials-guard'
+  | 'backoff-guard'
+  | 'task-lost'
+  | 'unreadable-result'
+  | 'abandoned';
+
+export type AdapterError = z.infer<typeof tableSchema>['errors'][number];
+
+const table = tableSchema.parse(
+  JSON.parse(readFileSync(new URL('../../mappings/adapter-errors.json', import.meta.url), 'utf8')),
+);
+const byCode = new Map(table.errors.map((e) => [e.code, e]));
+
+/** The table row of an adapter error code; throws at start-up if the table lacks one. */
+export function adapterError(code: AdapterErrorCode): AdapterError {
+  const row = byCode.get(code);
+  if (!row) throw new Error(`mappings/adapter-errors.json has no row for ${code}`);
+  return row;
+}
+
+/** The row for a code read back from a stored CER, if it is an adapter error. */
+export function findAdapterError(code: string | undefined): AdapterError | undefined {
+  return code === undefined ? undefined : byCode.get(code);
+}

@@ -1,0 +1,413 @@
+/**
+ * One step of a claimed check: start it (create-task), poll it, or finish it.
+ *
+ * Rules from shared/upstream-api.md:
+ * - create-task runs a real portal session, so it is sent at most once per attempt: it is
+ *   re-sent only when it is certain no request reached the upstream (connection refused).
+ *   An ambiguous failure ends the check rather than risk a duplicate.
+ * - Polling stops on the terminal set only; any other status (even one never seen) is in flight.
+ * - A poll that fails is retried with backoff, never replaced by a second task.
+ * - failed/error are retried once; invalid_credentials and backoff open payer-account guards.
+ */
+import type { CoverageEligibilityResponse, Reference } from 'fhir/r4.js';
+import type { Tenant } from '../config.js';
+import type { Logger } from '../log.js';
+import type { CerContext } from '../mapping/types.js';
+import {
+  adapterErrorCer,
+  mapEnvelope,
+  outcomeRuleFor,
+  queuedCer,
+  stillCheckingCer,
+} from '../mapping/response/index.js';
+import type { Envelope } from '../upstream/envelope.js';
+import { envelopeSchema, isTerminalStatus } from '../upstream/envelope.js';
+import { adapterError } from './adapter-errors.js';
+import type { AdapterErrorCode } from './adapter-errors.js';
+import type { Check, CheckPatch, CheckStore } from './store.js';
+import { describeFailure } from './upstream-port.js';
+import type { UpstreamFailure, UpstreamPort } from './upstream-port.js';
+
+export interface LifecycleDeps {
+  store: CheckStore;
+  upstream: UpstreamPort;
+  tenant: (id: string) => Tenant | undefined;
+  logger: Logger;
+  owner: string;
+  now: () => number;
+  baseUrl: string;
+  pollIntervalMs: number;
+  /** CHECK_TIMEOUT_MS or SEARCH_ALL_TIMEOUT_MS. */
+  timeoutMs: (isSearchAll: boolean) => number;
+  /** Poll interval once a check is past its timeout ("still checking"). */
+  slowPollIntervalMs: number;
+  /** How long a payer backoff guard stays open. */
+  backoffGuardMs: number;
+  onEvent?: (event: LifecycleEvent) => void;
+  /**
+   * How many create-task calls may be out at once in this replica (the upstream client's pool).
+   * A check is written `creating` only when its call can go out at once, so a crash leaves few
+   * ambiguous checks behind, not every check queued for a connection.
+   */
+  createSlots?: Slots;
+}
+
+/** A counting semaphore. */
+export class Slots {
+  private free: number;
+  private readonly waiting: (() => void)[] = [];
+  constructor(size: number) {
+    this.free = size;
+  }
+  async acquire(): Promise<void> {
+    if (this.free > 0) {
+      this.free -= 1;
+      return;
+    }
+    await new Promise<void>((resolve) => this.waiting.push(resolve));
+  }
+  release(): void {
+    const next = this.waiting.shift();
+    if (next) next();
+    else this.free += 1;
+  }
+}
+
+export type LifecycleEvent =
+  | { type: 'create'; tenantId: string; result: string }
+  | { type: 'poll'; tenantId: string; result: string; lateMs: number }
+  | { type: 'done'; tenantId: string; outcome: string };
+
+/** Upper bound of the poll backoff after repeated poll failures. */
+const MAX_POLL_BACKOFF_MS = 5 * 60_000;
+/** How many tasks one check may create: the first, plus one retry on failed/error. */
+const MAX_TASKS = 2;
+/** Consecutive unreadable answers (schema violations) before a check ends as unreadable-result. */
+const MAX_UNREADABLE_POLLS = 3;
+/** A check still not finished this many timeouts after its task started is abandoned (frees the slot). */
+const ABANDON_AFTER_TIMEOUTS = 6;
+
+/** The check's timeout (CHECK_TIMEOUT_MS or SEARCH_ALL_TIMEOUT_MS). */
+function timeoutOf(check: Check, deps: LifecycleDeps): number {
+  return deps.timeoutMs(check.isSearchAll);
+}
+
+/** The mapper's context for a check. */
+export function cerContext(
+  check: Pick<Check, 'id' | 'request' | 'isSearchAll' | 'createdAt'> & {
+    patient: Reference;
+    insurer: Reference;
+  },
+  baseUrl: string,
+): CerContext {
+  return {
+    checkId: check.id,
+    patient: check.patient,
+    insurer: check.insurer,
+    request: check.request,
+    isSearchAll: check.isSearchAll,
+    baseUrl,
+    now: new Date(check.createdAt).toISOString(),
+  };
+}
+
+/** The context of a stored check: the patient and insurer references live in its CER. */
+function contextOf(check: Check, deps: LifecycleDeps): CerContext {
+  return cerContext({ ...check, patient: check.cer.patient, insurer: check.cer.insurer }, deps.baseUrl);
+}
+
+/** True when polling must stop: the terminal set, or a completed search-all (upstream-api.md, Search-all). */
+export function isFinished(envelope: Envelope, isSearchAll: boolean): boolean {
+  if (envelope.status === 'CANCELLED' || envelope.status === 'FAILED') return true;
+  if (isSearchAll) return envelope.search_all_status === 'SEARCH_ALL_COMPLETE';
+  return isTerminalStatus(envelope.status);
+}
+
+/** Compares two CERs without their meta, so a poll that changes nothing keeps the version. */
+function sameCer(a: CoverageEligibilityResponse, b: CoverageEligibilityResponse): boolean {
+  const strip = ({ meta: _meta, ...rest }: CoverageEligibilityResponse) => JSON.stringify(rest);
+  return strip(a) === strip(b);
+}
+
+/** Performs the next step of a check this replica holds the lease on, then releases it. */
+export async function advanceCheck(check: Check, deps: LifecycleDeps): Promise<void> {
+  try {
+    switch (check.state) {
+      case 'starting':
+        await startCheck(check, deps);
+        break;
+      case 'creating':
+        if (check.outcome !== 'queued') {
+          // The slot hold of an ambiguous create-task is over.
+          await write(check, deps, { state: 'done' });
+          break;
+        }
+        // Found in `creating` with an expired lease: a replica died while create-task was out.
+        await holdAmbiguous(check, deps);
+        break;
+      case 'polling':
+        await pollCheck(check, deps);
+        break;
+      case 'waiting':
+      case 'done':
+        break;
+    }
+  } finally {
+    await deps.store.release(check.id, check.leaseOwner ?? deps.owner);
+  }
+}
+
+async function write(check: Check, deps: LifecycleDeps, patch: CheckPatch): Promise<Check | null> {
+  if (patch.cer && sameCer(patch.cer, check.cer)) delete patch.cer;
+  // The claim token (unique per scheduler round) fences a step that outlived its lease: once the
+  // check was claimed again, the old step's writes are refused.
+  const updated = await deps.store.update(check.id, check.leaseOwner ?? deps.owner, patch, deps.now(), check);
+  if (!updated) deps.logger.warn('lease lost; step dropped', { checkId: check.id });
+  return updated;
+}
+
+async function finishWithAdapterError(
+  check: Check,
+  deps: LifecycleDeps,
+  code: AdapterErrorCode,
+): Promise<void> {
+  const row = adapterError(code);
+  const cer = adapterErrorCer(contextOf(check, deps), { code, text: row.text });
+  // envelope cleared: an earlier task's envelope (before a retry) must not decide the answer.
+  await write(check, deps, { state: 'done', cer, outcome: cer.outcome, envelope: null });
+  deps.onEvent?.({ type: 'done', tenantId: check.tenantId, outcome: code });
+}
+
+async function startCheck(check: Check, deps: LifecycleDeps): Promise<void> {
+  const tenant = deps.tenant(check.tenantId);
+  if (!tenant) {
+    deps.logger.error('check of an unknown tenant; retried in a minute', {
+      checkId: check.id,
+      tenantId: check.tenantId,
+    });
+    await write(check, deps, { nextRunAt: deps.now() + 60_000 });
+    return;
+  }
+  const now = deps.now();
+  const guard = await deps.store.getGuard(check.tenantId, check.payerCode);
+  if (guard && (guard.until === null || guard.until > now)) {
+    await finishWithAdapterError(
+      check,
+      deps,
+      guard.kind === 'credentials' ? 'credentials-guard' : 'backoff-guard',
+    );
+    return;
+  }
+  // Only after create-task was refused (nothing sent) until the timeout; time spent waiting for a
+  // tenant slot does not count against the check.
+  if (now >= check.deadlineAt && check.tasksCreated === 0 && check.pollFailures > 0) {
+    await finishWithAdapterError(check, deps, 'upstream-unreachable');
+    return;
+  }
+  await deps.createSlots?.acquire();
+  let result: Awaited<ReturnType<UpstreamPort['createTask']>>;
+  let creating: Check | null;
+  try {
+    // Written before create-task goes out: a crash from here on is treated as ambiguous.
+    creating = await write(check, deps, { state: 'creating' });
+    if (!creating) return;
+    result = await deps.upstream.createTask(tenant.upstream, check.upstreamRequest);
+  } finally {
+    deps.createSlots?.release();
+  }
+  deps.onEvent?.({
+    type: 'create',
+    tenantId: check.tenantId,
+    result: result.ok ? 'ok' : describeFailure(result.error),
+  });
+  if (result.ok) {
+    const ctx = contextOf(creating, deps);
+    await write(creating, deps, {
+      state: 'polling',
+      upstreamTaskId: result.value.task_id,
+      upstreamStatus: 'IN_QUEUE',
+      tasksCreated: creating.tasksCreated + 1,
+      pollFailures: 0,
+      nextRunAt: deps.now() + deps.pollIntervalMs,
+      // The timeout runs from the first task upstream, not from arrival in the queue.
+      deadlineAt: creating.tasksCreated === 0 ? deps.now() + timeoutOf(creating, deps) : creating.deadlineAt,
+      cer: creating.tasksCreated === 0 ? queuedCer(ctx) : creating.cer,
+    });
+    return;
+  }
+  await onCreateFailure(creating, deps, result.error);
+}
+
+async function onCreateFailure(check: Check, deps: LifecycleDeps, error: UpstreamFailure): Promise<void> {
+  deps.logger.warn('create-task failed', { checkId: check.id, failure: describeFailure(error) });
+  // 503 and 429 say the request was not processed (RFC 9110 15.6.4, RFC 6585 4): like a refused
+  // connection, no task exists (an assumption named in the README). Any other failure may have
+  // created one.
+  const notProcessed = error.kind === 'http' && (error.status === 503 || error.status === 429);
+  if ((error.kind === 'network' && !error.sentRequest) || notProcessed) {
+    // Certain that nothing reached the upstream: safe to try again later.
+    const delay = Math.min(deps.pollIntervalMs * 2 ** Math.min(check.pollFailures, 6), MAX_POLL_BACKOFF_MS);
+    await write(check, deps, {
+      state: 'starting',
+      pollFailures: check.pollFailures + 1,
+      nextRunAt: deps.now() + delay,
+    });
+    return;
+  }
+  if (error.kind === 'http' && error.status >= 400 && error.status < 500 && error.status !== 408) {
+    // The upstream answered and refused: no task exists.
+    await finishWithAdapterError(check, deps, 'upstream-rejected');
+    return;
+  }
+  await holdAmbiguous(check, deps);
+}
+
+/**
+ * An ambiguous create-task: the answer (an error, never a second real check) is given at once,
+ * but the row keeps its `creating` state, and so the tenant's slot, until a task it may have
+ * started upstream must be over (one check timeout): maxInFlight holds even for tasks the adapter
+ * cannot see.
+ */
+async function holdAmbiguous(check: Check, deps: LifecycleDeps): Promise<void> {
+  const row = adapterError('ambiguous-create');
+  const cer = adapterErrorCer(contextOf(check, deps), { code: 'ambiguous-create', text: row.text });
+  await write(check, deps, {
+    state: 'creating',
+    cer,
+    outcome: cer.outcome,
+    envelope: null,
+    nextRunAt: deps.now() + Math.max(timeoutOf(check, deps), deps.pollIntervalMs),
+  });
+  deps.onEvent?.({ type: 'done', tenantId: check.tenantId, outcome: 'ambiguous-create' });
+}
+
+async function pollCheck(check: Check, deps: LifecycleDeps): Promise<void> {
+  const tenant = deps.tenant(check.tenantId);
+  if (!tenant || !check.upstreamTaskId) {
+    await finishWithAdapterError(check, deps, 'task-lost');
+    return;
+  }
+  const lateMs = Math.max(0, deps.now() - check.nextRunAt);
+  const result = await deps.upstream.getResult(tenant.upstream, check.upstreamTaskId);
+  deps.onEvent?.({
+    type: 'poll',
+    tenantId: check.tenantId,
+    result: result.ok ? 'ok' : describeFailure(result.error),
+    lateMs,
+  });
+  if (!result.ok) {
+    await onPollFailure(check, deps, result.error);
+    return;
+  }
+  await onEnvelope(check, deps, result.value);
+}
+
+async function onPollFailure(check: Check, deps: LifecycleDeps, error: UpstreamFailure): Promise<void> {
+  const now = deps.now();
+  if (error.kind === 'http' && error.status === 404 && now >= check.deadlineAt) {
+    await finishWithAdapterError(check, deps, 'task-lost');
+    return;
+  }
+  const failures = check.pollFailures + 1;
+  if (error.kind === 'invalid-body' && failures >= MAX_UNREADABLE_POLLS) {
+    deps.logger.warn('upstream answer unreadable; check ended', { checkId: check.id, failures });
+    await finishWithAdapterError(check, deps, 'unreadable-result');
+    return;
+  }
+  const delay = Math.min(deps.pollIntervalMs * 2 ** Math.min(failures - 1, 6), MAX_POLL_BACKOFF_MS);
+  const patch: CheckPatch = { pollFailures: failures, nextRunAt: now + Math.max(delay, deps.pollIntervalMs) };
+  if (now >= check.deadlineAt && check.outcome === 'queued') {
+    patch.cer = stillCheckingCer(contextOf(check, deps), parsedEnvelope(check));
+  }
+  await write(check, deps, patch);
+}
+
+function parsedEnvelope(check: Check): Envelope | undefined {
+  const parsed = envelopeSchema.safeParse(check.envelope);
+  return parsed.success ? parsed.data : undefined;
+}
+
+async function onEnvelope(check: Check, deps: LifecycleDeps, envelope: Envelope): Promise<void> {
+  const ctx = contextOf(check, deps);
+  const now = deps.now();
+  const late = now >= check.deadlineAt;
+  if (check.isSearchAll && late && isTerminalStatus(envelope.status) && !isFinished(envelope, true)) {
+    // The dispatching task is over but no completion rule held by the timeout: what answered is
+    // the answer (completion never promised every payer, upstream-api.md "Search-all status").
+    await finish(check, deps, envelope, { ...envelope, search_all_status: 'SEARCH_ALL_COMPLETE' });
+    return;
+  }
+  if (!isFinished(envelope, check.isSearchAll)) {
+    if (now >= check.deadlineAt + (ABANDON_AFTER_TIMEOUTS - 1) * timeoutOf(check, deps)) {
+      deps.logger.warn('check abandoned long after its timeout', {
+        checkId: check.id,
+        status: envelope.status,
+      });
+      await finishWithAdapterError(check, deps, 'abandoned');
+      return;
+    }
+    await write(check, deps, {
+      envelope,
+      upstreamStatus: envelope.status,
+      pollFailures: 0,
+      nextRunAt: now + (late ? deps.slowPollIntervalMs : deps.pollIntervalMs),
+      cer: late ? stillCheckingCer(ctx, envelope) : mapEnvelope(envelope, ctx),
+    });
+    return;
+  }
+  await finish(check, deps, envelope, envelope);
+}
+
+/** A finished envelope: open guards, retry once where the table says so, or store the final CER. */
+async function finish(
+  check: Check,
+  deps: LifecycleDeps,
+  envelope: Envelope,
+  mapped: Envelope,
+): Promise<void> {
+  const ctx = contextOf(check, deps);
+  const now = deps.now();
+  const rule = outcomeRuleFor(mapped);
+  if (rule.guard) await openGuard(check, deps, rule.guard, envelope);
+  if (rule.retry === 'once' && check.tasksCreated < MAX_TASKS) {
+    deps.logger.info('upstream outcome allows one retry; starting a second task', {
+      checkId: check.id,
+      outcome: rule.upstream,
+    });
+    await write(check, deps, {
+      state: 'starting',
+      envelope,
+      upstreamStatus: envelope.status,
+      nextRunAt: now,
+    });
+    return;
+  }
+  const cer = mapEnvelope(mapped, ctx);
+  await write(check, deps, {
+    state: 'done',
+    envelope,
+    upstreamStatus: envelope.status,
+    cer,
+    outcome: cer.outcome,
+  });
+  deps.onEvent?.({ type: 'done', tenantId: check.tenantId, outcome: rule.upstream });
+}
+
+async function openGuard(
+  check: Check,
+  deps: LifecycleDeps,
+  kind: 'credentials' | 'backoff',
+  envelope: Envelope,
+) {
+  const now = deps.now();
+  const retryAfterMs = (outcomeRuleFor(envelope).retryAfterSeconds ?? 0) * 1000;
+  await deps.store.putGuard({
+    tenantId: check.tenantId,
+    payerCode: check.payerCode,
+    kind,
+    until: kind === 'credentials' ? null : now + Math.max(retryAfterMs, deps.backoffGuardMs),
+    reason: `upstream outcome ${kind === 'credentials' ? 'invalid_credentials' : 'backoff'} on check ${check.id}`,
+    openedAt: now,
+  });
+  deps.logger.warn('payer guard opened', { tenantId: check.tenantId, payerCode: check.payerCode, kind });
+}

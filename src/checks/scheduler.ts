@@ -1,0 +1,121 @@
+/**
+ * The scheduler: claims due checks with leases and advances each one step.
+ * Several replicas may run it against one PostgreSQL store; leases keep them apart.
+ */
+import { EventEmitter } from 'node:events';
+import type { Logger } from '../log.js';
+import { advanceCheck } from './lifecycle.js';
+import type { LifecycleDeps } from './lifecycle.js';
+
+export interface SchedulerOptions {
+  /** How long a claim holds a check; longer than any upstream call. */
+  leaseMs: number;
+  /** Checks claimed per round. */
+  batchSize: number;
+  /**
+   * Steps under way at once in this replica. A claim is a lease: claiming more than can be worked
+   * on soon lets leases run out while steps wait for an upstream connection, and a create-task
+   * answered after its lease is an orphaned real check. So only free capacity is claimed.
+   */
+  maxSteps: number;
+  /** Idle wait between rounds when nothing was due. */
+  idleMs: number;
+  maxInFlight: (tenantId: string) => number;
+}
+
+export class Scheduler {
+  /** Emits `changed` with a check id after each step, so waiting $submit calls wake at once. */
+  readonly events = new EventEmitter();
+  private running = false;
+  private loop: Promise<void> | null = null;
+  private wakeUp: (() => void) | null = null;
+  private readonly active = new Set<Promise<void>>();
+  private round = 0;
+
+  constructor(
+    private readonly deps: LifecycleDeps,
+    private readonly options: SchedulerOptions,
+    private readonly logger: Logger,
+  ) {
+    this.events.setMaxListeners(0);
+  }
+
+  start(): void {
+    if (this.running) return;
+    this.running = true;
+    this.loop = this.run();
+  }
+
+  /** Runs a round now instead of at the end of the idle wait (a new check was accepted). */
+  wake(): void {
+    this.wakeUp?.();
+  }
+
+  /** Stops claiming, waits for the steps under way, and drops every lease this replica holds. */
+  async stop(): Promise<void> {
+    this.running = false;
+    this.wake();
+    await this.loop;
+    await Promise.allSettled([...this.active]);
+    await this.deps.store.releaseAll(this.deps.owner);
+  }
+
+  /** One round: claim due checks and advance them all. Returns how many were claimed. */
+  async tick(): Promise<number> {
+    const capacity = Math.min(this.options.batchSize, this.options.maxSteps - this.active.size);
+    if (capacity <= 0) return 0;
+    // A claim token unique to this round (`owner:round`): a step that outlives its lease cannot
+    // write over the step of a later claim of the same check, even on this replica.
+    this.round += 1;
+    const claimed = await this.deps.store.claimDue({
+      owner: `${this.deps.owner}:${this.round}`,
+      now: this.deps.now(),
+      leaseMs: this.options.leaseMs,
+      limit: capacity,
+      maxInFlight: this.options.maxInFlight,
+    });
+    for (const check of claimed) {
+      const step = advanceCheck(check, this.deps)
+        .catch((error: unknown) => {
+          this.logger.error('check step failed', { checkId: check.id, error });
+        })
+        .finally(() => {
+          this.active.delete(step);
+          this.events.emit('changed', check.id);
+        });
+      this.active.add(step);
+    }
+    return claimed.length;
+  }
+
+  private async run(): Promise<void> {
+    while (this.running) {
+      let claimed = 0;
+      try {
+        claimed = await this.tick();
+      } catch (error) {
+        this.logger.error('scheduler round failed', { error });
+      }
+      // Near capacity: wait for steps to end, so each round claims a batch (a round costs the same
+      // whether it claims one check or fifty).
+      const minBatch = Math.max(1, Math.floor(this.options.maxSteps / 4));
+      while (this.running && this.active.size > this.options.maxSteps - minBatch) {
+        await Promise.race([...this.active, sleep(this.options.idleMs)]);
+      }
+      // Something was due: more may be. Go again at once (the near-capacity wait above paces it).
+      if (claimed > 0) continue;
+      await new Promise<void>((resolve) => {
+        const timer = setTimeout(resolve, this.options.idleMs);
+        this.wakeUp = () => {
+          clearTimeout(timer);
+          resolve();
+        };
+      });
+      this.wakeUp = null;
+    }
+  }
+}
+
+function sleep(ms: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, ms));
+}

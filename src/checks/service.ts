@@ -1,0 +1,148 @@
+/**
+ * Accepting checks and waiting for them. The scheduler does the upstream work; this module
+ * writes the row, wakes the scheduler and waits (bounded) for the row to change.
+ */
+import { randomUUID } from 'node:crypto';
+import type { Tenant } from '../config.js';
+import type { CheckInput } from '../mapping/types.js';
+import { queuedCer } from '../mapping/response/index.js';
+import { OperationOutcomeError, outcome } from '../fhir/outcomes.js';
+import { cerContext } from './lifecycle.js';
+import type { Scheduler } from './scheduler.js';
+import { isAnswered } from './store.js';
+import type { Check, CheckStore, NewCheck } from './store.js';
+
+export interface CheckServiceOptions {
+  baseUrl: string;
+  checkTimeoutMs: number;
+  searchAllTimeoutMs: number;
+  /** Fallback re-read interval while waiting (another replica may be advancing the check). */
+  waitPollMs: number;
+  now: () => number;
+}
+
+export class CheckService {
+  constructor(
+    readonly store: CheckStore,
+    private readonly scheduler: Scheduler,
+    private readonly options: CheckServiceOptions,
+  ) {}
+
+  /** Stores a new check, or returns the existing one with the same identifier (idempotency). */
+  async accept(tenant: Tenant, input: CheckInput): Promise<{ check: Check; created: boolean }> {
+    const timeout = input.isSearchAll ? this.options.searchAllTimeoutMs : this.options.checkTimeoutMs;
+    const result = await this.store.insert(
+      newCheckOf(input, {
+        id: randomUUID(),
+        tenantId: tenant.id,
+        now: this.options.now(),
+        timeoutMs: timeout,
+        baseUrl: this.options.baseUrl,
+      }),
+    );
+    if (result.created) this.scheduler.wake();
+    else if (!sameCheck(result.check, input)) {
+      // The identifier is an idempotency key, not a licence to answer for another patient.
+      throw new OperationOutcomeError(
+        outcome(
+          'conflict',
+          'This request identifier was already used for a different check (another patient, payer or service). Send a new identifier for a new check.',
+          { expression: ['CoverageEligibilityRequest.identifier[0]'] },
+        ),
+        409,
+      );
+    }
+    return result;
+  }
+
+  /** Reads a tenant's check; null for an unknown id or another tenant's check. */
+  get(tenantId: string, id: string): Promise<Check | null> {
+    return this.store.get(tenantId, id);
+  }
+
+  /** Waits until the check is done or `waitMs` has passed; returns its latest row. */
+  async waitForDone(check: Check, waitMs: number): Promise<Check> {
+    if (isAnswered(check) || waitMs <= 0) return check;
+    const deadline = this.options.now() + waitMs;
+    let latest = check;
+    while (!isAnswered(latest)) {
+      const left = deadline - this.options.now();
+      if (left <= 0) break;
+      await this.changed(check.id, Math.min(left, this.options.waitPollMs));
+      latest = (await this.store.get(check.tenantId, check.id)) ?? latest;
+    }
+    return latest;
+  }
+
+  /** Resolves when the scheduler reports a change of this check, or after `ms`. */
+  private changed(id: string, ms: number): Promise<void> {
+    return new Promise((resolve) => {
+      const onChange = (changedId: string) => {
+        if (changedId !== id) return;
+        finish();
+      };
+      const timer = setTimeout(() => finish(), ms);
+      const finish = () => {
+        clearTimeout(timer);
+        this.scheduler.events.off('changed', onChange);
+        resolve();
+      };
+      this.scheduler.events.on('changed', onChange);
+    });
+  }
+}
+
+/** Whether an existing check answers the same question as a new input with its identifier. */
+function sameCheck(existing: Check, input: CheckInput): boolean {
+  return (
+    existing.patientKey === input.patientKey &&
+    existing.payerCode === input.payerCode &&
+    existing.isSearchAll === input.isSearchAll &&
+    existing.upstreamRequest.id_type === input.upstream.id_type &&
+    existing.upstreamRequest.visit_type === input.upstream.visit_type &&
+    existing.upstreamRequest.extra_args.title === input.upstream.extra_args.title
+  );
+}
+
+/** The row of a new check: waiting for a slot, with its queued CER. */
+export function newCheckOf(
+  input: CheckInput,
+  at: { id: string; tenantId: string; now: number; timeoutMs: number; baseUrl: string },
+): NewCheck {
+  const { id, now } = at;
+  const request = { ...input.request, id };
+  const cer = queuedCer(
+    cerContext(
+      {
+        id,
+        request,
+        isSearchAll: input.isSearchAll,
+        createdAt: now,
+        patient: input.patient,
+        insurer: input.insurer,
+      },
+      at.baseUrl,
+    ),
+  );
+  return {
+    id,
+    tenantId: at.tenantId,
+    idempotencyKey: input.idempotencyKey,
+    payerCode: input.payerCode,
+    isSearchAll: input.isSearchAll,
+    patientKey: input.patientKey,
+    request,
+    upstreamRequest: input.upstream,
+    state: 'waiting',
+    upstreamTaskId: null,
+    upstreamStatus: null,
+    tasksCreated: 0,
+    pollFailures: 0,
+    nextRunAt: now,
+    deadlineAt: now + at.timeoutMs,
+    envelope: null,
+    cer,
+    outcome: cer.outcome,
+    now,
+  };
+}

@@ -1,0 +1,413 @@
+/**
+ * What the SQLite and PostgreSQL check stores share: column lists, row <-> Check conversion,
+ * the search WHERE clause and the claim plan. Only the SQL dialect differs between the two
+ * stores (placeholders, JSON and boolean encoding), so that is passed in, never copied.
+ */
+import type { CoverageEligibilityRequest, CoverageEligibilityResponse } from 'fhir/r4.js';
+import type { UpstreamTaskRequest } from '../upstream/envelope.js';
+import { CHECK_STATES, SLOT_STATES } from './store.js';
+import type {
+  CerOutcome,
+  Check,
+  CheckPatch,
+  CheckState,
+  Guard,
+  GuardKind,
+  NewCheck,
+  SearchFilters,
+  StoredCer,
+} from './store.js';
+
+/** Columns of the `checks` table, in the order `insertValues` returns them. */
+export const CHECK_COLUMNS = [
+  'id',
+  'tenant_id',
+  'idempotency_key',
+  'payer_code',
+  'is_search_all',
+  'patient_key',
+  'patient_value',
+  'request',
+  'upstream_request',
+  'state',
+  'upstream_task_id',
+  'upstream_status',
+  'tasks_created',
+  'poll_failures',
+  'next_run_at',
+  'deadline_at',
+  'lease_owner',
+  'lease_until',
+  'envelope',
+  'cer',
+  'version',
+  'outcome',
+  'async_stopped',
+  'created_at',
+  'updated_at',
+] as const;
+export type CheckColumn = (typeof CHECK_COLUMNS)[number];
+
+/** Columns holding JSON (TEXT on SQLite, JSONB on PostgreSQL). */
+export const JSON_COLUMNS: ReadonlySet<CheckColumn> = new Set([
+  'request',
+  'upstream_request',
+  'envelope',
+  'cer',
+]);
+
+/** SLOT_STATES as an SQL list of literals (fixed values from store.ts, never user input). */
+export const SLOT_STATES_SQL = `(${SLOT_STATES.map((state) => `'${state}'`).join(', ')})`;
+
+const OUTCOMES: readonly string[] = ['queued', 'complete', 'error', 'partial'];
+const GUARD_KINDS: readonly string[] = ['credentials', 'backoff'];
+
+/** How one database spells parameters and encodes values that have no common SQL form. */
+export interface Dialect {
+  /** Placeholder for the n-th parameter (1-based): `?` on SQLite, `$n` on PostgreSQL. */
+  placeholder(n: number): string;
+  /** A JSON value as a bind parameter (and the SQL around its placeholder, e.g. a `::jsonb` cast). */
+  jsonParam(value: unknown): unknown;
+  jsonSql(placeholder: string): string;
+  /** A JSON column value as read back by the driver. */
+  readJson(value: unknown): unknown;
+  /** A boolean as a bind parameter (SQLite has no boolean type). */
+  boolParam(value: boolean): unknown;
+}
+
+/** Collects bind parameters while a statement is built, so the placeholder numbers always match. */
+export class Params {
+  readonly values: unknown[] = [];
+  constructor(private readonly dialect: Dialect) {}
+
+  /** Adds a parameter; returns its placeholder. */
+  add(value: unknown): string {
+    this.values.push(value);
+    return this.dialect.placeholder(this.values.length);
+  }
+
+  /** Adds a JSON parameter; returns the SQL for it. */
+  json(value: unknown): string {
+    return this.dialect.jsonSql(this.add(this.dialect.jsonParam(value)));
+  }
+}
+
+/**
+ * The value part of a `system|value` patient key. Stored in its own column so a search with a
+ * bare value (FHIR token without system) is an indexed equality, not a LIKE on user input.
+ */
+export function patientValueOf(patientKey: string | null): string | null {
+  if (patientKey === null) return null;
+  const bar = patientKey.indexOf('|');
+  return bar < 0 ? patientKey : patientKey.slice(bar + 1);
+}
+
+/** The CER with meta.versionId and meta.lastUpdated matching the row (FHIR read and vread rely on them). */
+export function stampCer(
+  cer: CoverageEligibilityResponse,
+  version: number,
+  now: number,
+): CoverageEligibilityResponse {
+  return {
+    ...cer,
+    meta: { ...cer.meta, versionId: String(version), lastUpdated: new Date(now).toISOString() },
+  };
+}
+
+/** The values of a new row, in CHECK_COLUMNS order; JSON columns are left to the dialect. */
+export function insertValues(check: NewCheck): Record<CheckColumn, unknown> {
+  return {
+    id: check.id,
+    tenant_id: check.tenantId,
+    idempotency_key: check.idempotencyKey,
+    payer_code: check.payerCode,
+    is_search_all: check.isSearchAll,
+    patient_key: check.patientKey,
+    patient_value: patientValueOf(check.patientKey),
+    request: check.request,
+    upstream_request: check.upstreamRequest,
+    state: check.state,
+    upstream_task_id: check.upstreamTaskId,
+    upstream_status: check.upstreamStatus,
+    tasks_created: check.tasksCreated,
+    poll_failures: check.pollFailures,
+    next_run_at: check.nextRunAt,
+    deadline_at: check.deadlineAt,
+    lease_owner: null,
+    lease_until: null,
+    envelope: check.envelope ?? null,
+    cer: stampCer(check.cer, 1, check.now),
+    version: 1,
+    outcome: check.outcome,
+    async_stopped: false,
+    created_at: check.now,
+    updated_at: check.now,
+  };
+}
+
+/** Builds the INSERT of a new check; it returns no row when the idempotency key already exists. */
+export function insertSql(check: NewCheck, dialect: Dialect): { sql: string; params: unknown[] } {
+  const params = new Params(dialect);
+  const values = insertValues(check);
+  const placeholders = CHECK_COLUMNS.map((column) => bind(params, column, values[column], dialect));
+  // Same upsert syntax on both databases; the conflict target is the partial unique index,
+  // so null keys never collide and a repeated key writes nothing.
+  return {
+    sql:
+      `INSERT INTO checks (${CHECK_COLUMNS.join(', ')}) VALUES (${placeholders.join(', ')}) ` +
+      'ON CONFLICT (tenant_id, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING RETURNING *',
+    params: params.values,
+  };
+}
+
+function bind(params: Params, column: CheckColumn, value: unknown, dialect: Dialect): string {
+  if (JSON_COLUMNS.has(column)) return value === null ? params.add(null) : params.json(value);
+  if (typeof value === 'boolean') return params.add(dialect.boolParam(value));
+  return params.add(value);
+}
+
+const PATCH_COLUMNS: Record<Exclude<keyof CheckPatch, 'cer'>, CheckColumn> = {
+  state: 'state',
+  upstreamTaskId: 'upstream_task_id',
+  upstreamStatus: 'upstream_status',
+  tasksCreated: 'tasks_created',
+  pollFailures: 'poll_failures',
+  nextRunAt: 'next_run_at',
+  deadlineAt: 'deadline_at',
+  envelope: 'envelope',
+  outcome: 'outcome',
+};
+
+/**
+ * The SET assignments of a patch, except `cer` (its version stamp needs the row's version,
+ * which each store reads its own way). Keys that are present but undefined are skipped.
+ */
+export function patchAssignments(patch: CheckPatch, params: Params, dialect: Dialect): string[] {
+  const sets: string[] = [];
+  for (const [key, column] of Object.entries(PATCH_COLUMNS) as Array<
+    [keyof typeof PATCH_COLUMNS, CheckColumn]
+  >) {
+    if (!(key in patch)) continue;
+    const value: unknown = patch[key];
+    if (value === undefined) continue;
+    sets.push(`${column} = ${bind(params, column, value, dialect)}`);
+  }
+  return sets;
+}
+
+/** The tenant-scoped WHERE clause of `search` (patient: exact `system|value`, or the bare value). */
+export function searchWhere(tenantId: string, filters: SearchFilters, params: Params): string {
+  const where = [`tenant_id = ${params.add(tenantId)}`];
+  if (filters.requestId !== undefined) where.push(`id = ${params.add(filters.requestId)}`);
+  if (filters.patientKey !== undefined) {
+    where.push(
+      filters.patientKey.includes('|')
+        ? `patient_key = ${params.add(filters.patientKey)}`
+        : `patient_value = ${params.add(filters.patientKey)}`,
+    );
+  }
+  if (filters.outcome !== undefined) where.push(`outcome = ${params.add(filters.outcome)}`);
+  if (filters.updatedFrom !== undefined) where.push(`updated_at >= ${params.add(filters.updatedFrom)}`);
+  if (filters.updatedBefore !== undefined) where.push(`updated_at < ${params.add(filters.updatedBefore)}`);
+  return where.join(' AND ');
+}
+
+/** A due row that is not leased: the shared condition of every claim query (`now` bound once). */
+export function dueCondition(nowPlaceholder: string): string {
+  return `next_run_at <= ${nowPlaceholder} AND (lease_until IS NULL OR lease_until <= ${nowPlaceholder})`;
+}
+
+/** What a claim pass found, before the batch limit is applied. */
+export interface ClaimCandidate {
+  id: string;
+  nextRunAt: number;
+  createdAt: number;
+  /** True for a waiting row that the claim moves to `starting`. */
+  promote: boolean;
+}
+
+/**
+ * Picks the batch: slot-state rows and promotable waiting rows together, most overdue first,
+ * so neither kind can starve the other when more is due than one batch holds.
+ */
+export function planClaim(candidates: ClaimCandidate[], limit: number): ClaimCandidate[] {
+  return [...candidates]
+    .sort((a, b) => a.nextRunAt - b.nextRunAt || a.createdAt - b.createdAt || compare(a.id, b.id))
+    .slice(0, Math.max(0, limit));
+}
+
+function compare(a: string, b: string): number {
+  return a < b ? -1 : a > b ? 1 : 0;
+}
+
+// ---- reading rows back -------------------------------------------------------------------
+
+/** A row as a driver returns it: column name -> value of whatever type the driver chose. */
+export type Row = Record<string, unknown>;
+
+/** Thrown when a stored row does not have the expected shape (a bug or a hand-edited database). */
+export class CorruptRowError extends Error {
+  constructor(column: string, value: unknown) {
+    super(`checks store: unexpected value in column ${column}: ${typeof value}`);
+    this.name = 'CorruptRowError';
+  }
+}
+
+export function text(row: Row, column: string): string {
+  const value = row[column];
+  if (typeof value !== 'string') throw new CorruptRowError(column, value);
+  return value;
+}
+
+export function nullableText(row: Row, column: string): string | null {
+  return row[column] === null || row[column] === undefined ? null : text(row, column);
+}
+
+/** Integers: numbers on SQLite, strings for BIGINT / COUNT on PostgreSQL. */
+export function int(row: Row, column: string): number {
+  const value = row[column];
+  const n = typeof value === 'string' ? Number(value) : typeof value === 'bigint' ? Number(value) : value;
+  if (typeof n !== 'number' || !Number.isFinite(n)) throw new CorruptRowError(column, value);
+  return n;
+}
+
+export function nullableInt(row: Row, column: string): number | null {
+  return row[column] === null || row[column] === undefined ? null : int(row, column);
+}
+
+/** Booleans: 0/1 on SQLite, true/false on PostgreSQL. */
+export function bool(row: Row, column: string): boolean {
+  const value = row[column];
+  if (typeof value === 'boolean') return value;
+  if (value === 0 || value === 1) return value === 1;
+  throw new CorruptRowError(column, value);
+}
+
+function isObject(value: unknown): value is Record<string, unknown> {
+  return typeof value === 'object' && value !== null && !Array.isArray(value);
+}
+
+function resource<T extends { resourceType: string }>(
+  value: unknown,
+  type: T['resourceType'],
+  column: string,
+): T {
+  if (!isObject(value) || value.resourceType !== type) throw new CorruptRowError(column, value);
+  return value as T;
+}
+
+function state(row: Row): CheckState {
+  const value = text(row, 'state');
+  const found = CHECK_STATES.find((s) => s === value);
+  if (!found) throw new CorruptRowError('state', value);
+  return found;
+}
+
+export function outcome(row: Row): CerOutcome {
+  const value = text(row, 'outcome');
+  if (!OUTCOMES.includes(value)) throw new CorruptRowError('outcome', value);
+  return value as CerOutcome;
+}
+
+/** A `checks` row as a Check. */
+export function rowToCheck(row: Row, dialect: Dialect): Check {
+  const json = (column: string): unknown => {
+    const value = row[column];
+    return value === null || value === undefined ? null : dialect.readJson(value);
+  };
+  const upstreamRequest = json('upstream_request');
+  if (!isObject(upstreamRequest)) throw new CorruptRowError('upstream_request', upstreamRequest);
+  return {
+    id: text(row, 'id'),
+    tenantId: text(row, 'tenant_id'),
+    idempotencyKey: nullableText(row, 'idempotency_key'),
+    payerCode: text(row, 'payer_code'),
+    isSearchAll: bool(row, 'is_search_all'),
+    patientKey: nullableText(row, 'patient_key'),
+    request: resource<CoverageEligibilityRequest>(json('request'), 'CoverageEligibilityRequest', 'request'),
+    // Written only by this store from a typed value; checked to be an object, not re-validated.
+    upstreamRequest: upstreamRequest as unknown as UpstreamTaskRequest,
+    state: state(row),
+    upstreamTaskId: nullableText(row, 'upstream_task_id'),
+    upstreamStatus: nullableText(row, 'upstream_status'),
+    tasksCreated: int(row, 'tasks_created'),
+    pollFailures: int(row, 'poll_failures'),
+    nextRunAt: int(row, 'next_run_at'),
+    deadlineAt: int(row, 'deadline_at'),
+    leaseOwner: nullableText(row, 'lease_owner'),
+    leaseUntil: nullableInt(row, 'lease_until'),
+    envelope: json('envelope'),
+    cer: resource<CoverageEligibilityResponse>(json('cer'), 'CoverageEligibilityResponse', 'cer'),
+    version: int(row, 'version'),
+    outcome: outcome(row),
+    asyncStopped: bool(row, 'async_stopped'),
+    createdAt: int(row, 'created_at'),
+    updatedAt: int(row, 'updated_at'),
+  };
+}
+
+/** A `payer_guards` row as a Guard. */
+export function rowToGuard(row: Row): Guard {
+  const kind = text(row, 'kind');
+  if (!GUARD_KINDS.includes(kind)) throw new CorruptRowError('kind', kind);
+  return {
+    tenantId: text(row, 'tenant_id'),
+    payerCode: text(row, 'payer_code'),
+    kind: kind as GuardKind,
+    until: nullableInt(row, 'until_at'),
+    reason: text(row, 'reason'),
+    openedAt: int(row, 'opened_at'),
+  };
+}
+
+/** A `countByState` row. */
+export function rowToCount(row: Row): {
+  tenantId: string;
+  state: CheckState;
+  outcome: CerOutcome;
+  count: number;
+} {
+  return {
+    tenantId: text(row, 'tenant_id'),
+    state: state(row),
+    outcome: outcome(row),
+    count: int(row, 'count'),
+  };
+}
+
+/** The ORDER BY of `search`: newest first, id as a tie-break so paging is stable. */
+export const SEARCH_ORDER = 'ORDER BY updated_at DESC, id DESC';
+/** listOverdue returns at most this many (operator view). */
+export const OVERDUE_LIMIT = 500;
+
+/**
+ * Indexes of the checks table, the same in both dialects: the claim query, per-tenant slot
+ * counts in arrival order, idempotency, patient search, _lastUpdated, overdue and lease views.
+ */
+export const CHECK_INDEXES_DDL = `CREATE INDEX checks_claim_idx ON checks (state, next_run_at);
+  CREATE INDEX checks_tenant_state_idx ON checks (tenant_id, state, created_at, id);
+  CREATE UNIQUE INDEX checks_idempotency_idx ON checks (tenant_id, idempotency_key)
+    WHERE idempotency_key IS NOT NULL;
+  CREATE INDEX checks_patient_key_idx ON checks (tenant_id, patient_key);
+  CREATE INDEX checks_patient_value_idx ON checks (tenant_id, patient_value);
+  CREATE INDEX checks_updated_idx ON checks (tenant_id, updated_at);
+  CREATE INDEX checks_overdue_idx ON checks (deadline_at) WHERE state <> 'done';
+  CREATE INDEX checks_lease_owner_idx ON checks (lease_owner) WHERE lease_owner IS NOT NULL;`;
+
+/** The CER of a row as stored JSON text (the read path sends it without parsing it). */
+export function rowToStoredCer(row: Row): StoredCer {
+  const cer = row.cer;
+  if (typeof cer !== 'string') throw new Error('stored CER is not JSON text');
+  return { json: cer, version: Number(row.version), updatedAt: Number(row.updated_at) };
+}
+
+/** `base` with a patch applied as the store applied it (CER stamped, version and updatedAt moved). */
+export function patched(base: Check, patch: CheckPatch, version: number, now: number): Check {
+  const merged: Check = { ...base, ...patch };
+  if (patch.cer) {
+    merged.cer = stampCer(patch.cer, version, now);
+    merged.version = version;
+    merged.updatedAt = now;
+  }
+  return merged;
+}

@@ -1,0 +1,205 @@
+/**
+ * The check store: a check is a row, not a promise (DESIGN.md section 3).
+ * Every state change is written before it is acted on, so a restart, or a second replica
+ * on PostgreSQL, resumes every check. Two implementations: SQLite (embedded default) and
+ * PostgreSQL (several replicas), behind this one interface.
+ */
+import type { CoverageEligibilityRequest, CoverageEligibilityResponse } from 'fhir/r4.js';
+import type { UpstreamTaskRequest } from '../upstream/envelope.js';
+
+/**
+ * Lifecycle of a check.
+ * - waiting:  accepted, waiting for a tenant slot (maxInFlight); nothing sent upstream.
+ * - starting: a slot is reserved for it; create-task not yet sent (safe to resume after a crash).
+ * - creating: written immediately before create-task goes out. Found again after a crash with an
+ *             expired lease, it is ambiguous whether a task exists: it is never re-sent.
+ * - polling:  the upstream task exists (upstreamTaskId set); polled until terminal.
+ * - done:     the final CER (complete or error) is stored. Nothing more happens.
+ */
+export const CHECK_STATES = ['waiting', 'starting', 'creating', 'polling', 'done'] as const;
+export type CheckState = (typeof CHECK_STATES)[number];
+
+/**
+ * Whether a check has its answer: done, or ended early while it still holds its slot (an
+ * ambiguous create-task keeps the slot until a task it may have started must be over).
+ */
+export function isAnswered(check: Pick<Check, 'state' | 'outcome'>): boolean {
+  return check.state === 'done' || check.outcome !== 'queued';
+}
+
+/** States that hold one of the tenant's maxInFlight upstream slots. */
+export const SLOT_STATES: readonly CheckState[] = ['starting', 'creating', 'polling'];
+
+export type CerOutcome = CoverageEligibilityResponse['outcome'];
+
+export interface Check {
+  id: string;
+  tenantId: string;
+  /** `system|value` of CoverageEligibilityRequest.identifier[0], the idempotency key; null when absent. */
+  idempotencyKey: string | null;
+  payerCode: string;
+  isSearchAll: boolean;
+  /** `system|value` of the patient identifier used for the check, for search by patient. */
+  patientKey: string | null;
+  /** The stored CoverageEligibilityRequest (id = check id), as read back by GET. */
+  request: CoverageEligibilityRequest;
+  /** The create-task body. */
+  upstreamRequest: UpstreamTaskRequest;
+  state: CheckState;
+  upstreamTaskId: string | null;
+  /** Last upstream task status seen (IN_QUEUE, NAVIGATING_WEBSITE, ...), for X-Progress. */
+  upstreamStatus: string | null;
+  /** How many upstream tasks were created for this check (1, or 2 after the retry-once rule). */
+  tasksCreated: number;
+  /** Consecutive failed polls (5xx, timeout, bad body), reset on a good poll; drives backoff. */
+  pollFailures: number;
+  /** When the scheduler should next act on the check (epoch ms). */
+  nextRunAt: number;
+  /** When the check is reported as still checking (CHECK_TIMEOUT_MS / SEARCH_ALL_TIMEOUT_MS), epoch ms. */
+  deadlineAt: number;
+  leaseOwner: string | null;
+  leaseUntil: number | null;
+  /** The last upstream envelope (validated JSON), or null before the first good poll. */
+  envelope: unknown;
+  /** The current CER, updated in place while queued. */
+  cer: CoverageEligibilityResponse;
+  /** meta.versionId of the CER; bumped on every change of the CER. */
+  version: number;
+  outcome: CerOutcome;
+  /** DELETE /fhir/_async/{id} was called: the async status URL answers 404 from then on. */
+  asyncStopped: boolean;
+  createdAt: number;
+  updatedAt: number;
+}
+
+/** What `insert` needs; the store fills version (1), lease (none), createdAt and updatedAt. */
+export type NewCheck = Omit<
+  Check,
+  'version' | 'leaseOwner' | 'leaseUntil' | 'createdAt' | 'updatedAt' | 'asyncStopped'
+> & {
+  now: number;
+};
+
+/** Fields the scheduler may change. When `cer` is given the version is bumped and updatedAt set. */
+export type CheckPatch = Partial<
+  Pick<
+    Check,
+    | 'state'
+    | 'upstreamTaskId'
+    | 'upstreamStatus'
+    | 'tasksCreated'
+    | 'pollFailures'
+    | 'nextRunAt'
+    | 'deadlineAt'
+    | 'envelope'
+    | 'cer'
+    | 'outcome'
+  >
+>;
+
+/** A stored CER as JSON text, with its version (meta.versionId) and last update (epoch ms). */
+export interface StoredCer {
+  json: string;
+  version: number;
+  updatedAt: number;
+}
+
+export interface SearchFilters {
+  /** CoverageEligibilityRequest id (= check id). */
+  requestId?: string;
+  /** `system|value` or bare value of the patient identifier. */
+  patientKey?: string;
+  outcome?: CerOutcome;
+  /** updatedAt bounds, epoch ms, inclusive/exclusive as named. */
+  updatedFrom?: number;
+  updatedBefore?: number;
+}
+
+export type GuardKind = 'credentials' | 'backoff';
+
+/** A payer-account guard: no upstream calls for tenant+payer while open. */
+export interface Guard {
+  tenantId: string;
+  payerCode: string;
+  kind: GuardKind;
+  /** Epoch ms when a backoff guard ends; null for credentials (open until an operator resets it). */
+  until: number | null;
+  reason: string;
+  openedAt: number;
+}
+
+export interface ClaimOptions {
+  owner: string;
+  now: number;
+  leaseMs: number;
+  limit: number;
+  /** maxInFlight for a tenant id (checks in SLOT_STATES, across all replicas). */
+  maxInFlight: (tenantId: string) => number;
+}
+
+export interface CheckStore {
+  readonly kind: 'sqlite' | 'postgres';
+  /** Creates or upgrades tables. Idempotent; run at start-up. */
+  migrate(): Promise<void>;
+  /** Throws when the store is unreachable (for /ready). */
+  ping(): Promise<void>;
+  close(): Promise<void>;
+
+  /**
+   * Inserts a check. When (tenantId, idempotencyKey) already exists, returns that check with
+   * created=false and writes nothing (idempotency: never a second real check).
+   */
+  insert(check: NewCheck): Promise<{ check: Check; created: boolean }>;
+  /** Reads a check of a tenant; another tenant's check is null (the caller answers 404). */
+  get(tenantId: string, id: string): Promise<Check | null>;
+  /** The CER of a check as its stored JSON text, for the read path (no parse, no re-serialize). */
+  getCerJson(tenantId: string, id: string): Promise<StoredCer | null>;
+  /** Version and last update of a check's CER only (a cheap probe for caches and 304s). */
+  getCerVersion(tenantId: string, id: string): Promise<Omit<StoredCer, 'json'> | null>;
+
+  /**
+   * Claims due work with a lease: checks not done, nextRunAt <= now, and no live lease.
+   * A `waiting` check is claimed only while its tenant has fewer than maxInFlight checks in
+   * SLOT_STATES (counted across replicas, atomically), and is moved to `starting` by the claim
+   * itself; waiting checks start in arrival order (createdAt, then id).
+   * PostgreSQL uses FOR UPDATE SKIP LOCKED so replicas never claim the same check.
+   */
+  claimDue(options: ClaimOptions): Promise<Check[]>;
+  /**
+   * Applies a patch if the caller holds the latest claim of the check (lease_owner is its claim
+   * token), even when the lease has run out but nobody claimed the check since: a slow answer to
+   * create-task is then still stored instead of orphaning a real upstream task. Null when another
+   * claim took the check (the caller's step is fenced off). With
+   * `base` (the check as the caller holds it), the result is `base` with the patch applied rather
+   * than the row read back: the hot path of polling skips re-reading and re-parsing the documents.
+   */
+  update(id: string, owner: string, patch: CheckPatch, now: number, base?: Check): Promise<Check | null>;
+  /** Drops the caller's lease on a check (graceful shutdown, or after acting on it). */
+  release(id: string, owner: string): Promise<void>;
+  /** Drops every lease this owner holds. */
+  releaseAll(owner: string): Promise<void>;
+  // (A scheduler claims with tokens `owner:round`; releaseAll(owner) drops all of them.)
+
+  /** Marks a check's async request as no longer tracked (asyncStopped = true); no lease needed. */
+  stopAsyncTracking(tenantId: string, id: string): Promise<void>;
+
+  /** Tenant-scoped search, newest updatedAt first. */
+  search(
+    tenantId: string,
+    filters: SearchFilters,
+    page: { count: number; offset: number },
+  ): Promise<{ total: number; checks: Check[] }>;
+
+  getGuard(tenantId: string, payerCode: string): Promise<Guard | null>;
+  putGuard(guard: Guard): Promise<void>;
+  /** Removes a guard; true when one existed. */
+  deleteGuard(tenantId: string, payerCode: string): Promise<boolean>;
+  listGuards(): Promise<Guard[]>;
+
+  /** Checks not done whose deadlineAt is before `now` (operator view of stuck checks), oldest first, at most 500. */
+  listOverdue(now: number): Promise<Check[]>;
+  /** Counts checks per tenant and state (metrics, operator view). */
+  countByState(): Promise<Array<{ tenantId: string; state: CheckState; outcome: CerOutcome; count: number }>>;
+  /** Deletes done checks whose updatedAt is before the given time (retention); returns how many. In-flight checks are never purged. */
+  purgeBefore(updatedBefore: number): Promise<number>;
+}

@@ -1,0 +1,72 @@
+/**
+ * Documents and the portal screenshot behind stable adapter URLs (DESIGN.md section 2: never hand
+ * out an upstream signed link that will expire). The CER carries `/fhir/Binary/{id}`; reading it
+ * asks the upstream for the task again (links are re-signed on every read, upstream-api.md) and
+ * hands back a fresh link for the caller to stream. The signed link itself never leaves the
+ * adapter. Binary read: https://hl7.org/fhir/R4/binary.html#rest
+ */
+import type { CheckService } from '../checks/service.js';
+import type { Tenant } from '../config.js';
+import type { UpstreamPort, UpstreamResult } from '../checks/upstream-port.js';
+import type { Envelope } from '../upstream/envelope.js';
+import { parseBinaryId, resolveBinary } from '../mapping/response/binary.js';
+import { notFound, OperationOutcomeError, outcome } from './outcomes.js';
+import type { FhirRequest } from './types.js';
+
+export interface FreshLink {
+  url: string;
+  filename?: string;
+}
+
+/**
+ * One upstream read serves every document of a task for a few seconds (a CER with five documents
+ * opened at once is one poll, not five), well inside the lifetime of the links it returns.
+ */
+const FRESH_MS = 3_000;
+const fresh = new Map<string, { at: number; result: Promise<UpstreamResult<Envelope>> }>();
+
+function freshResult(
+  upstream: UpstreamPort,
+  tenant: Tenant,
+  taskId: string,
+): Promise<UpstreamResult<Envelope>> {
+  const key = `${tenant.id}/${taskId}`;
+  const now = Date.now();
+  const hit = fresh.get(key);
+  if (hit && now - hit.at < FRESH_MS) return hit.result;
+  for (const [k, v] of fresh) if (now - v.at >= FRESH_MS) fresh.delete(k);
+  const result = upstream.getResult(tenant.upstream, taskId).then((r) => {
+    if (!r.ok) fresh.delete(key);
+    return r;
+  });
+  fresh.set(key, { at: now, result });
+  return result;
+}
+
+/** Finds the fresh signed link for a Binary id of this tenant's check. */
+export async function freshDocumentLink(
+  req: FhirRequest,
+  checks: CheckService,
+  upstream: UpstreamPort,
+): Promise<FreshLink> {
+  const id = req.params.id ?? '';
+  const parsed = parseBinaryId(id);
+  const missing = notFound(`Binary/${id} is not known`);
+  if (!parsed) throw missing;
+  const check = await checks.get(req.tenant.id, parsed.checkId);
+  if (!check?.upstreamTaskId) throw missing;
+  const result = await freshResult(upstream, req.tenant, check.upstreamTaskId);
+  if (!result.ok) {
+    throw new OperationOutcomeError(
+      outcome(
+        'transient',
+        'The eligibility service did not return the document just now; try again shortly.',
+      ),
+      502,
+      { 'Retry-After': '30' },
+    );
+  }
+  const link = resolveBinary(result.value, parsed);
+  if (!link) throw missing;
+  return { url: link.url, ...(link.title ? { filename: link.title } : {}) };
+}

@@ -1,0 +1,112 @@
+/**
+ * The CapabilityStatement (https://hl7.org/fhir/R4/capabilitystatement.html): what this service
+ * really supports. Built from the list of features the app has switched on, so it stays true.
+ */
+import type {
+  CapabilityStatement,
+  CapabilityStatementRestResource,
+  CapabilityStatementRestResourceSearchParam,
+} from 'fhir/r4.js';
+
+export interface CapabilityFeatures {
+  /** $submit, reads, search and async status of checks are served. */
+  checks: boolean;
+  /** Resource types of the service's own conformance resources that are served (StructureDefinition, CodeSystem). */
+  conformance: readonly string[];
+  /** Stable document links (Binary). */
+  documents: boolean;
+}
+
+const SUBMIT_DEFINITION = 'http://hl7.org/fhir/OperationDefinition/CoverageEligibilityRequest-submit';
+
+const searchParams: CapabilityStatementRestResourceSearchParam[] = [
+  { name: 'request', type: 'reference', documentation: 'CoverageEligibilityRequest/{id}, or the bare id' },
+  {
+    name: 'patient',
+    type: 'token',
+    documentation: 'Patient identifier used for the check: system|value or value',
+  },
+  { name: 'outcome', type: 'token', documentation: 'queued | complete | error | partial' },
+  { name: '_lastUpdated', type: 'date', documentation: 'ge, gt, le, lt, eq prefixes' },
+];
+
+function checkResources(): CapabilityStatementRestResource[] {
+  return [
+    {
+      type: 'CoverageEligibilityRequest',
+      interaction: [{ code: 'read' }],
+      operation: [
+        {
+          name: 'submit',
+          definition: SUBMIT_DEFINITION,
+          documentation:
+            'One eligibility check. Body: a CoverageEligibilityRequest with contained resources, a collection Bundle, or Parameters.resource. Honours Prefer: wait=N and Prefer: respond-async. ' +
+            'purpose = discovery runs a search across all payers: one CER whose insurance grows as payers answer (one entry per payer that found the member, none ranked), queued until the search completes, with the list of payers that answered in an extension; a payer not covered by search-all needs a single-payer request. ' +
+            'A member holding several cards: the CER shows the one card the portal returned (index, total, card number, package, network), says so in disposition, and has outcome partial. ' +
+            'Referral documents and the portal screenshot are linked as Binary URLs of this service, which fetch a freshly signed file on every read.',
+        },
+      ],
+    },
+    {
+      type: 'CoverageEligibilityResponse',
+      interaction: [{ code: 'read' }, { code: 'search-type' }],
+      versioning: 'versioned',
+      readHistory: false,
+      conditionalRead: 'not-match',
+      searchParam: searchParams,
+    },
+  ];
+}
+
+function conformanceResources(types: readonly string[]): CapabilityStatementRestResource[] {
+  return types.map((type): CapabilityStatementRestResource => ({
+    type: type as CapabilityStatementRestResource['type'],
+    interaction: [{ code: 'read' }],
+  }));
+}
+
+/** Builds the CapabilityStatement for the features switched on. */
+export function capabilityStatement(
+  features: CapabilityFeatures,
+  baseUrl: string,
+  version: string,
+  date: string,
+): CapabilityStatement {
+  const resource: CapabilityStatementRestResource[] = [];
+  if (features.checks) resource.push(...checkResources());
+  resource.push(...conformanceResources(features.conformance));
+  if (features.documents) {
+    resource.push({
+      type: 'Binary',
+      interaction: [{ code: 'read' }],
+      documentation:
+        'Referral documents and portal screenshots of a check, streamed through a link the upstream signs on each read; tenant-scoped.',
+    });
+  }
+  return {
+    resourceType: 'CapabilityStatement',
+    status: 'active',
+    date,
+    publisher: 'fhir-eligibility-adapter',
+    kind: 'instance',
+    software: { name: 'fhir-eligibility-adapter', version },
+    implementation: {
+      description:
+        'FHIR R4 eligibility checks at UAE payer portals, through an asynchronous payer-portal service',
+      url: `${baseUrl}/fhir`,
+    },
+    fhirVersion: '4.0.1',
+    format: ['application/fhir+json', 'json'],
+    rest: [
+      {
+        mode: 'server',
+        documentation: 'All interactions except metadata need Authorization: Bearer <api key>.',
+        security: {
+          cors: false,
+          description: 'Bearer API key per tenant (clinic); a tenant sees only its own checks.',
+        },
+        resource,
+      },
+    ],
+  };
+}

@@ -1,0 +1,67 @@
+/**
+ * Reads of a check: the CER (versioned, conditional read with If-None-Match) and the stored
+ * request (https://hl7.org/fhir/R4/http.html#read, #cread). Another tenant's id is 404.
+ */
+import type { CheckService } from '../checks/service.js';
+import { etagOf } from './answers.js';
+import { notFound } from './outcomes.js';
+import type { FhirAnswer, FhirRequest } from './types.js';
+
+const ID = /^[A-Za-z0-9\-.]{1,64}$/;
+
+async function findCheck(req: FhirRequest, checks: CheckService, type: string) {
+  const id = req.params.id ?? '';
+  const check = ID.test(id) ? await checks.get(req.tenant.id, id) : null;
+  if (!check) throw notFound(`${type}/${id} is not known`);
+  return check;
+}
+
+/** True when an If-None-Match value names this version (weak or strong, or *). */
+function matches(ifNoneMatch: string | undefined, version: number): boolean {
+  if (!ifNoneMatch) return false;
+  return ifNoneMatch.split(',').some((tag) => {
+    const t = tag.trim();
+    return t === '*' || t.replace(/^W\//, '') === `"${version}"`;
+  });
+}
+
+/**
+ * Encoded CERs of recent reads, by tenant and id, with their version: a client polling a CER (or
+ * many clients reading one) costs a version probe, not a read of the whole document. A newer
+ * version in the store, on any replica, replaces the entry on the next read.
+ */
+const CACHE_ENTRIES = 256;
+const cerCache = new Map<string, { version: number; body: Buffer }>();
+
+function remember(key: string, version: number, json: string): Buffer {
+  const body = Buffer.from(json, 'utf8');
+  cerCache.delete(key);
+  cerCache.set(key, { version, body });
+  if (cerCache.size > CACHE_ENTRIES) cerCache.delete(cerCache.keys().next().value as string);
+  return body;
+}
+
+/** The CER read (the hot path of a polling client): conditional, cached, never re-serialized. */
+export async function readResponse(req: FhirRequest, checks: CheckService): Promise<FhirAnswer> {
+  const id = req.params.id ?? '';
+  const stat = ID.test(id) ? await checks.store.getCerVersion(req.tenant.id, id) : null;
+  if (!stat) throw notFound(`CoverageEligibilityResponse/${id} is not known`);
+  const headers = { ETag: etagOf(stat.version), 'Last-Modified': new Date(stat.updatedAt).toUTCString() };
+  if (matches(req.ifNoneMatch, stat.version)) return { status: 304, headers };
+  const key = `${req.tenant.id}/${id}`;
+  const cached = cerCache.get(key);
+  if (cached?.version === stat.version) return { status: 200, rawBody: cached.body, headers };
+  const stored = await checks.store.getCerJson(req.tenant.id, id);
+  if (!stored) throw notFound(`CoverageEligibilityResponse/${id} is not known`);
+  const body = remember(key, stored.version, stored.json);
+  return {
+    status: 200,
+    rawBody: body,
+    headers: { ETag: etagOf(stored.version), 'Last-Modified': new Date(stored.updatedAt).toUTCString() },
+  };
+}
+
+export async function readRequest(req: FhirRequest, checks: CheckService): Promise<FhirAnswer> {
+  const check = await findCheck(req, checks, 'CoverageEligibilityRequest');
+  return { status: 200, body: check.request, headers: { ETag: etagOf(1) } };
+}

@@ -1,0 +1,52 @@
+/**
+ * CoverageEligibilityRequest/$submit (https://hl7.org/fhir/R4/coverageeligibilityrequest-operation-submit.html).
+ * Answers per DESIGN.md section 2: the final CER within the wait, a queued CER with Location
+ * after it, or 202 + Content-Location with Prefer: respond-async (https://hl7.org/fhir/R4/async.html).
+ */
+import type { CheckService } from '../checks/service.js';
+import type { ReferenceResolver } from '../mapping/request/resolver.js';
+import { parseSubmit } from '../mapping/request/parse-submit.js';
+import { answerForCheck } from './answers.js';
+import { outcome } from './outcomes.js';
+import { parsePrefer } from './prefer.js';
+import type { FhirAnswer, FhirRequest } from './types.js';
+
+export interface SubmitDeps {
+  checks: CheckService;
+  baseUrl: string;
+  submitWaitMs: number;
+  /** Upper bound of Prefer: wait=N. */
+  maxWaitMs: number;
+  resolver?: ReferenceResolver;
+  now: () => number;
+}
+
+/** Runs $submit for one request. Throws OperationOutcomeError (400/422) on bad input. */
+export async function submit(req: FhirRequest, deps: SubmitDeps): Promise<FhirAnswer> {
+  const input = await parseSubmit(req.body, {
+    practiceId: req.tenant.practiceId,
+    now: new Date(deps.now()),
+    resolver: deps.resolver,
+  });
+  const prefer = parsePrefer(req.prefer);
+  const { check } = await deps.checks.accept(req.tenant, input);
+  if (prefer.respondAsync) {
+    const status = `${deps.baseUrl}/fhir/_async/${check.id}`;
+    return {
+      status: 202,
+      body: outcome('informational', `Check accepted; poll ${status} for the result`, {
+        severity: 'information',
+      }),
+      headers: { 'Content-Location': status },
+    };
+  }
+  const waitMs =
+    prefer.waitSeconds !== undefined
+      ? Math.min(prefer.waitSeconds * 1000, deps.maxWaitMs)
+      : deps.submitWaitMs;
+  const latest = await deps.checks.waitForDone(check, waitMs);
+  const answer = answerForCheck(latest, deps.baseUrl);
+  if (prefer.waitSeconds !== undefined)
+    answer.headers = { ...answer.headers, 'Preference-Applied': `wait=${Math.round(waitMs / 1000)}` };
+  return answer;
+}

@@ -1,0 +1,130 @@
+/**
+ * FHIR JSON in and out: content negotiation, the JSON body parser and the error handler that
+ * turns every failure into an OperationOutcome (https://hl7.org/fhir/R4/http.html#mime-type).
+ */
+import express from 'express';
+import type { ErrorRequestHandler, Request, RequestHandler, Response } from 'express';
+import type { Resource } from 'fhir/r4.js';
+import type { Logger } from '../log.js';
+import {
+  isOperationOutcomeError,
+  notAcceptable,
+  notFound,
+  OperationOutcomeError,
+  outcome,
+  payloadTooLarge,
+  serverError,
+  structureError,
+  unsupportedMediaType,
+} from '../fhir/outcomes.js';
+import type { FhirAnswer } from '../fhir/types.js';
+import { routeOf } from './middleware.js';
+
+export const FHIR_JSON = 'application/fhir+json';
+export const BODY_LIMIT = '1mb';
+
+const JSON_FORMATS = new Set(['json', FHIR_JSON, 'application/json', 'application/json+fhir']);
+
+/** `_format` overrides Accept (http.html#mime-type); anything but JSON is 406. */
+export const negotiate: RequestHandler = (req, _res, next) => {
+  const format = typeof req.query._format === 'string' ? req.query._format.split(';')[0]?.trim() : undefined;
+  if (format !== undefined) {
+    next(JSON_FORMATS.has(format) ? undefined : notAcceptable());
+    return;
+  }
+  const accept = req.headers.accept;
+  if (accept && !req.accepts([FHIR_JSON, 'application/json', 'application/*+json'])) {
+    next(notAcceptable());
+    return;
+  }
+  next();
+};
+
+const jsonParser = express.json({
+  limit: BODY_LIMIT,
+  strict: false,
+  type: [FHIR_JSON, 'application/json', 'application/*+json'],
+});
+
+/** Parses a FHIR JSON body; a body of any other content type is 415. */
+export const fhirBody: RequestHandler = (req, res, next) => {
+  const length = Number(req.headers['content-length'] ?? '0');
+  const hasBody = length > 0 || req.headers['transfer-encoding'] !== undefined;
+  if (hasBody && !req.is([FHIR_JSON, 'application/json', 'application/*+json'])) {
+    next(unsupportedMediaType(String(req.headers['content-type'] ?? 'none')));
+    return;
+  }
+  jsonParser(req, res, next);
+};
+
+/** Writes a FHIR resource with the FHIR JSON content type. */
+export function sendResource(res: Response, status: number, body: Resource | undefined, headers = {}): void {
+  res.status(status).set(headers);
+  if (body === undefined) {
+    res.end();
+    return;
+  }
+  res.type(FHIR_JSON).send(JSON.stringify(body));
+}
+
+/** Sends a FhirAnswer from the FHIR core. */
+export function sendAnswer(res: Response, answer: FhirAnswer): void {
+  if (answer.rawBody !== undefined) {
+    res
+      .status(answer.status)
+      .set(answer.headers ?? {})
+      .type(FHIR_JSON)
+      .send(answer.rawBody);
+    return;
+  }
+  sendResource(res, answer.status, answer.body, answer.headers ?? {});
+}
+
+/** Any route the service does not have. */
+export const unknownRoute: RequestHandler = (req, _res, next) => {
+  next(notFound(`No route for ${req.method} ${req.path}`));
+};
+
+interface BodyParserError {
+  type?: string;
+  status?: number;
+  limit?: number;
+}
+
+function toOutcomeError(error: unknown, req: Request): OperationOutcomeError | null {
+  if (isOperationOutcomeError(error)) return error;
+  const e = error as BodyParserError;
+  switch (e?.type) {
+    case 'entity.parse.failed':
+      return structureError('The request body is not valid JSON', '$this');
+    case 'entity.too.large':
+      return payloadTooLarge(BODY_LIMIT);
+    case 'encoding.unsupported':
+    case 'charset.unsupported':
+      return unsupportedMediaType(String(req.headers['content-type']));
+    case 'request.aborted':
+      return new OperationOutcomeError(outcome('incomplete', 'The request body was cut off'), 400);
+    default:
+      if (typeof e?.status === 'number' && e.status >= 400 && e.status < 500) {
+        return new OperationOutcomeError(outcome('invalid', 'The request could not be read'), e.status);
+      }
+      return null;
+  }
+}
+
+/** The one error handler: every error answer in the service is an OperationOutcome. */
+export function errorHandler(logger: Logger): ErrorRequestHandler {
+  return (error: unknown, req, res, _next) => {
+    const requestId = String(res.locals.requestId ?? 'unknown');
+    let known = toOutcomeError(error, req);
+    if (!known) {
+      logger.error('unhandled error', { requestId, route: routeOf(req), error });
+      known = serverError(requestId);
+    }
+    if (res.headersSent) {
+      res.end();
+      return;
+    }
+    sendResource(res, known.status, known.outcome, known.headers);
+  };
+}

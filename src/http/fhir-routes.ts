@@ -1,0 +1,122 @@
+/**
+ * The FHIR routes: each translates an express request into a FhirRequest, calls the FHIR core,
+ * and writes the FhirAnswer. No domain logic here.
+ */
+import { pipeline } from 'node:stream/promises';
+import type { Request, RequestHandler, Response, Router } from 'express';
+import { request as httpRequest } from 'undici';
+import type { Tenant } from '../config.js';
+import type { CheckService } from '../checks/service.js';
+import type { UpstreamPort } from '../checks/upstream-port.js';
+import { freshDocumentLink } from '../fhir/documents.js';
+import { OperationOutcomeError, outcome } from '../fhir/outcomes.js';
+import { asyncDelete, asyncStatus } from '../fhir/async.js';
+import { readRequest, readResponse } from '../fhir/read.js';
+import { searchResponses } from '../fhir/search.js';
+import { submit } from '../fhir/submit.js';
+import type { SubmitDeps } from '../fhir/submit.js';
+import type { FhirAnswer, FhirRequest } from '../fhir/types.js';
+import { fhirBody, sendAnswer } from './fhir-json.js';
+import { submitRateLimit } from './rate-limit.js';
+
+export interface FhirRouteDeps {
+  checks: CheckService;
+  submit: SubmitDeps;
+  baseUrl: string;
+  pollIntervalMs: number;
+  upstream: UpstreamPort;
+  submitRatePerMinute: number;
+}
+
+/** Builds the FhirRequest of an express request (after authentication). */
+export function toFhirRequest(req: Request, res: Response): FhirRequest {
+  return {
+    params: req.params as Record<string, string>,
+    query: req.query as FhirRequest['query'],
+    body: req.body as unknown,
+    prefer: req.header('prefer'),
+    ifNoneMatch: req.header('if-none-match'),
+    tenant: res.locals.tenant as Tenant,
+    requestId: String(res.locals.requestId),
+  };
+}
+
+/** Wraps a FHIR core operation as an express handler. */
+export function operation(run: (req: FhirRequest) => Promise<FhirAnswer>): RequestHandler {
+  return async (req, res) => {
+    sendAnswer(res, await run(toFhirRequest(req, res)));
+  };
+}
+
+/** Registers the check routes. */
+export function checkRoutes(deps: FhirRouteDeps): (router: Router) => void {
+  return (router) => {
+    router.post(
+      '/CoverageEligibilityRequest/$submit',
+      submitRateLimit(deps.submitRatePerMinute),
+      fhirBody,
+      operation((req) => submit(req, deps.submit)),
+    );
+    router.get(
+      '/CoverageEligibilityRequest/:id',
+      operation((req) => readRequest(req, deps.checks)),
+    );
+    router.get(
+      '/CoverageEligibilityResponse/:id',
+      operation((req) => readResponse(req, deps.checks)),
+    );
+    router.get(
+      '/CoverageEligibilityResponse',
+      operation((req) => searchResponses(req, deps.checks, deps.baseUrl)),
+    );
+    router.get('/Binary/:id', async (req, res) => {
+      await streamDocument(req, res, deps);
+    });
+    router.get(
+      '/_async/:id',
+      operation((req) => asyncStatus(req, deps.checks, deps.baseUrl, deps.pollIntervalMs)),
+    );
+    router.delete(
+      '/_async/:id',
+      operation((req) => asyncDelete(req, deps.checks)),
+    );
+  };
+}
+
+/**
+ * GET /fhir/Binary/{id}: streams a document or the portal screenshot through a link the upstream
+ * signed a moment ago. The signed link itself is never sent to the client.
+ */
+async function streamDocument(req: Request, res: Response, deps: FhirRouteDeps): Promise<void> {
+  const link = await freshDocumentLink(toFhirRequest(req, res), deps.checks, deps.upstream);
+  const unavailable = new OperationOutcomeError(
+    outcome('transient', 'The document store did not return the document; try again shortly.'),
+    502,
+    { 'Retry-After': '30' },
+  );
+  let upstream: Awaited<ReturnType<typeof httpRequest>>;
+  try {
+    upstream = await httpRequest(link.url, { method: 'GET', headersTimeout: 15_000, bodyTimeout: 30_000 });
+  } catch {
+    throw unavailable;
+  }
+  if (upstream.statusCode !== 200) {
+    await upstream.body.dump();
+    throw unavailable;
+  }
+  const type = upstream.headers['content-type'];
+  res.status(200);
+  res.setHeader('Content-Type', typeof type === 'string' ? type : 'application/octet-stream');
+  res.setHeader('Cache-Control', 'private, no-store');
+  if (link.filename) res.setHeader('Content-Disposition', contentDisposition(link.filename));
+  await pipeline(upstream.body, res);
+}
+
+/**
+ * Content-Disposition for a portal label of any script (Arabic labels are common): an ASCII
+ * fallback plus the UTF-8 form of RFC 6266 / RFC 5987, so setHeader never meets a non-Latin-1 byte.
+ */
+export function contentDisposition(filename: string): string {
+  const ascii = filename.replace(/[^\x20-\x7e]/g, '_').replace(/["\\]/g, '_');
+  return `inline; filename="${ascii}"; filename*=UTF-8''${encodeURIComponent(filename)}`;
+}

@@ -1,0 +1,77 @@
+/**
+ * Request id, one log line per request, and bearer-key authentication of tenants.
+ */
+import { randomUUID, timingSafeEqual } from 'node:crypto';
+import type { Request, RequestHandler } from 'express';
+import type { Tenant } from '../config.js';
+import { hashApiKey } from '../config.js';
+import type { Logger } from '../log.js';
+import { unauthorized } from '../fhir/outcomes.js';
+
+const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
+
+/** Takes X-Request-Id when it is sane, else generates one; echoes it back. */
+export const requestId: RequestHandler = (req, res, next) => {
+  const given = req.header('x-request-id');
+  const id = given && REQUEST_ID.test(given) ? given : randomUUID();
+  res.locals.requestId = id;
+  res.setHeader('X-Request-Id', id);
+  next();
+};
+
+/** The route pattern of a request (never its URL, which may carry ids or patient data). */
+export function routeOf(req: Request): string {
+  const route = req.route as { path?: unknown } | undefined;
+  return route ? `${req.baseUrl}${String(route.path)}` : 'unmatched';
+}
+
+export type RequestObserver = (method: string, route: string, status: number, seconds: number) => void;
+
+/** One JSON log line per request: method, route (the pattern, never the raw URL), status, duration. */
+export function requestLog(logger: Logger, observe?: RequestObserver): RequestHandler {
+  return (req, res, next) => {
+    const started = process.hrtime.bigint();
+    res.on('finish', () => {
+      const durationMs = Number(process.hrtime.bigint() - started) / 1e6;
+      const route = routeOf(req);
+      observe?.(req.method, route, res.statusCode, durationMs / 1000);
+      logger.info('request', {
+        requestId: String(res.locals.requestId),
+        method: req.method,
+        route,
+        status: res.statusCode,
+        durationMs: Math.round(durationMs * 100) / 100,
+        tenant: (res.locals.tenant as Tenant | undefined)?.id,
+      });
+    });
+    next();
+  };
+}
+
+/** Finds the tenant whose key hash matches, comparing every hash in constant time. */
+export function findTenant(tenants: readonly Tenant[], key: string): Tenant | undefined {
+  const digest = Buffer.from(hashApiKey(key), 'hex');
+  let found: Tenant | undefined;
+  for (const tenant of tenants) {
+    for (const hash of tenant.apiKeyHashes) {
+      // Every hash is compared, so the time does not tell which tenant (if any) matched.
+      if (timingSafeEqual(digest, Buffer.from(hash, 'hex')) && !found) found = tenant;
+    }
+  }
+  return found;
+}
+
+/** `Authorization: Bearer <api key>`; sets res.locals.tenant or answers 401 (login). */
+export function authenticate(tenants: readonly Tenant[]): RequestHandler {
+  return (req, res, next) => {
+    const header = req.header('authorization') ?? '';
+    const match = /^Bearer\s+(\S+)\s*$/i.exec(header);
+    const tenant = match?.[1] ? findTenant(tenants, match[1]) : undefined;
+    if (!tenant) {
+      next(unauthorized(match ? 'The API key is not valid' : 'Send Authorization: Bearer <api key>'));
+      return;
+    }
+    res.locals.tenant = tenant;
+    next();
+  };
+}

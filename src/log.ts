@@ -1,0 +1,119 @@
+/**
+ * Logging: winston, JSON lines. A redaction format runs on every entry before it is written,
+ * so patient data (Emirates ID, card number, name, phone, date of birth) and secrets (upstream
+ * API keys, tenant keys, Authorization headers) never reach a log line at any level.
+ *
+ * Three layers: (1) keys that carry patient data or secrets are replaced whatever their value;
+ * (2) every string is scrubbed of shapes that look like identifiers, phone numbers and dates;
+ * (3) secrets registered at start-up (upstream API keys) are scrubbed wherever they appear.
+ * Code should still never pass patient data to the logger: this is the safety net.
+ */
+import type { Writable } from 'node:stream';
+import winston from 'winston';
+
+export type Logger = winston.Logger;
+
+const REDACTED = '[redacted]';
+
+/** Keys whose values are never logged (compared lower-case, without _ and -). */
+const SENSITIVE_KEYS = new Set(
+  [
+    'emirates_id',
+    'emiratesid',
+    'patient_emirates_id',
+    'policy_holder_emirates_id',
+    'card_number',
+    'cardnumber',
+    'subscriberid',
+    'member_id',
+    'policy_primary_member_id',
+    'policy_primary_dha_member_id',
+    'name',
+    'given',
+    'family',
+    'policy_holder_name',
+    'patient_name',
+    'doctorname',
+    'phone',
+    'telecom',
+    'dob',
+    'birthdate',
+    'policy_holder_dob',
+    'identifier',
+    'apikey',
+    'x-api-key',
+    'api_key',
+    'authorization',
+    'password',
+    'secret',
+    'token',
+    'body',
+    'request_dump',
+  ].map((k) => k.replace(/[_-]/g, '')),
+);
+
+/** Shapes scrubbed from every string: Emirates ID, long digit runs (cards, phones), bare dates. */
+const SENSITIVE_PATTERNS: RegExp[] = [
+  /784[-\s]?\d{4}[-\s]?\d{7}[-\s]?\d/g,
+  /(?<!\d)\+?\d[\d\s-]{6,}\d(?![\dT:-])/g,
+  /\b\d{4}-\d{2}-\d{2}(?!T)\b/g,
+  /\b\d{2}[/-]\d{2}[/-]\d{4}\b/g,
+];
+
+function isSensitiveKey(key: string): boolean {
+  return SENSITIVE_KEYS.has(key.toLowerCase().replace(/[_-]/g, ''));
+}
+
+const registeredSecrets = new Set<string>();
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+
+/** Registers a secret (e.g. an upstream API key) to be scrubbed from every log line. */
+export function registerSecret(secret: string): void {
+  if (secret.length >= 4) registeredSecrets.add(secret);
+}
+
+/** Scrubs one string of registered secrets and sensitive shapes. */
+export function scrubString(value: string): string {
+  // A UUID (request, check and task ids) cannot hold an Emirates ID, card or phone number.
+  if (UUID.test(value)) return value;
+  let out = value;
+  for (const secret of registeredSecrets) out = out.split(secret).join(REDACTED);
+  for (const pattern of SENSITIVE_PATTERNS) out = out.replace(pattern, REDACTED);
+  return out;
+}
+
+/** Returns a deep copy with sensitive keys replaced and every string scrubbed. */
+export function redact(value: unknown, depth = 0): unknown {
+  if (typeof value === 'string') return scrubString(value);
+  if (value === null || typeof value !== 'object') return value;
+  if (depth > 8) return '[truncated]';
+  if (Array.isArray(value)) return value.map((v) => redact(v, depth + 1));
+  if (value instanceof Error) return { name: value.name, message: scrubString(value.message) };
+  const out: Record<string, unknown> = {};
+  for (const [key, v] of Object.entries(value)) {
+    out[key] = isSensitiveKey(key) ? REDACTED : redact(v, depth + 1);
+  }
+  return out;
+}
+
+// Winston keeps level/message under string keys and its own symbols; redact the rest in place.
+const redactFormat = winston.format((info) => {
+  for (const key of Object.keys(info)) {
+    if (key === 'level') continue;
+    info[key] = isSensitiveKey(key) ? REDACTED : redact(info[key]);
+  }
+  return info;
+});
+
+/** Creates the service logger. Tests pass a stream to capture every line. */
+export function createLogger(level: string, stream?: Writable): Logger {
+  return winston.createLogger({
+    level,
+    format: winston.format.combine(redactFormat(), winston.format.timestamp(), winston.format.json()),
+    transports: [
+      stream
+        ? new winston.transports.Stream({ stream })
+        : new winston.transports.Console({ stderrLevels: [] }),
+    ],
+  });
+}

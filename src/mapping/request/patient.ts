@@ -1,0 +1,141 @@
+/**
+ * Who the check is for: the identifier sent to the payer portal (request_dump.emirates_id and
+ * id_type) and the few demographics the upstream wants (name, phone, dob).
+ * Order (DESIGN.md section 2): the patient's Emirates ID (type NI, or an Emirates ID system) first,
+ * then the patient's member card (type MB), then the Coverage's subscriberId or card identifier.
+ */
+import type { Coverage, HumanName, Identifier, Patient, Reference } from 'fhir/r4.js';
+import { unprocessable } from '../../fhir/outcomes.js';
+import type { Target } from './references.js';
+import { idTypeFor, identifierKind, V2_0203 } from './tables.js';
+import { list } from './submit-body.js';
+
+export interface PatientIdentity {
+  /** request_dump.emirates_id: the Emirates ID (784-YYYY-NNNNNNN-C) or the card number. */
+  value: string;
+  idType: string;
+  kind: 'emirates-id' | 'card-number';
+  /** The identifier as used (normalized value, type NI or MB, the client's system if any). */
+  identifier: Identifier;
+  /** `system|value`, `|value` when the identifier had no system. */
+  key: string;
+}
+
+export interface Demographics {
+  name: string;
+  phone: string;
+  dob: string | null;
+}
+
+/** Emirates ID: 15 digits starting 784, written 784-YYYY-NNNNNNN-C; dashes and spaces are optional on input. */
+export function normalizeEmiratesId(raw: string): string | null {
+  const digits = raw.replace(/[\s-]/g, '');
+  if (!/^784\d{12}$/.test(digits)) return null;
+  return `${digits.slice(0, 3)}-${digits.slice(3, 7)}-${digits.slice(7, 14)}-${digits.slice(14)}`;
+}
+
+interface Candidate {
+  identifier: Identifier;
+  path: string;
+}
+
+/** The identifier the check runs on; 422 when there is none or an Emirates ID is malformed. */
+export function patientIdentity(patient: Target, coverages: Target[], missingPath: string): PatientIdentity {
+  const own = candidatesOf(patient);
+  const emiratesId = own.find((c) => identifierKind(c.identifier) === 'emirates-id');
+  if (emiratesId) return fromEmiratesId(emiratesId);
+  const card = own.find((c) => identifierKind(c.identifier) === 'card-number');
+  const ownCard = card && fromCard(card.identifier.value ?? '', card.identifier.system);
+  if (ownCard) return ownCard;
+  for (const coverage of coverages) {
+    const found = cardOfCoverage(coverage);
+    if (found) return found;
+  }
+  throw unprocessable(
+    "No Emirates ID or insurance card number was found for the patient. Add the patient's Emirates ID (identifier type NI) or card number (type MB), or the card number as Coverage.subscriberId.",
+    missingPath,
+    'required',
+  );
+}
+
+function candidatesOf(target: Target): Candidate[] {
+  if (target.kind === 'logical') return [{ identifier: target.identifier, path: target.path }];
+  return list((target.resource as Patient).identifier).map((identifier, index) => ({
+    identifier,
+    path: `${target.path}.identifier[${index}]`,
+  }));
+}
+
+function fromEmiratesId({ identifier, path }: Candidate): PatientIdentity {
+  const value = normalizeEmiratesId(identifier.value ?? '');
+  if (!value)
+    throw unprocessable(
+      `The Emirates ID "${identifier.value ?? ''}" is not valid: it must have 15 digits starting with 784 (784-YYYY-NNNNNNN-C).`,
+      path,
+      'value',
+    );
+  return build('emirates-id', value, identifier.system, 'NI');
+}
+
+function fromCard(raw: string, system: string | undefined): PatientIdentity | undefined {
+  const value = raw.trim();
+  return value ? build('card-number', value, system, 'MB') : undefined;
+}
+
+function cardOfCoverage(target: Target): PatientIdentity | undefined {
+  if (target.kind === 'logical')
+    return identifierKind(target.identifier) === 'card-number'
+      ? fromCard(target.identifier.value ?? '', target.identifier.system)
+      : undefined;
+  const coverage = target.resource as Coverage;
+  if (coverage.subscriberId) return fromCard(coverage.subscriberId, undefined);
+  const card = list(coverage.identifier).find((i) => identifierKind(i) === 'card-number');
+  return card ? fromCard(card.value ?? '', card.system) : undefined;
+}
+
+function build(
+  kind: PatientIdentity['kind'],
+  value: string,
+  system: string | undefined,
+  typeCode: string,
+): PatientIdentity {
+  const identifier: Identifier = {
+    type: { coding: [{ system: V2_0203, code: typeCode }] },
+    ...(system ? { system } : {}),
+    value,
+  };
+  return { value, idType: idTypeFor(kind), kind, identifier, key: `${system ?? ''}|${value}` };
+}
+
+/** Name, phone and date of birth; empty strings / null when the input has none. */
+export function demographics(target: Target): Demographics {
+  if (target.kind === 'logical') return { name: target.display ?? '', phone: '', dob: null };
+  const patient = target.resource as Patient;
+  const phones = list(patient.telecom).filter((t) => t.system === 'phone' && t.value);
+  const phone = phones.find((t) => t.use === 'mobile') ?? phones[0];
+  const birthDate = patient.birthDate ?? '';
+  return {
+    name: formatName(patient.name),
+    phone: phone?.value ?? '',
+    // A partial date (YYYY or YYYY-MM) is not a date of birth the portal can use.
+    dob: /^\d{4}-\d{2}-\d{2}$/.test(birthDate) ? birthDate : null,
+  };
+}
+
+/** The official name (else the first): its text, else given names and family. */
+export function formatName(names: HumanName[] | undefined): string {
+  const all = list(names);
+  const name = all.find((n) => n.use === 'official') ?? all[0];
+  if (!name) return '';
+  if (name.text?.trim()) return name.text.trim();
+  return [...list(name.given), name.family]
+    .filter((part): part is string => typeof part === 'string' && part.trim() !== '')
+    .join(' ');
+}
+
+/** Reference for CoverageEligibilityResponse.patient: no names, only the identifier (and the literal reference if one was sent). */
+export function patientReference(target: Target, identity: PatientIdentity): Reference {
+  if (target.kind === 'resource' && target.via === 'literal' && target.reference)
+    return { reference: target.reference, identifier: identity.identifier };
+  return { identifier: identity.identifier };
+}

@@ -1,0 +1,142 @@
+/**
+ * The request-mapping tables in mappings/ (identifiers, payers, visit types), loaded and checked
+ * with zod once at module load: a broken table stops start-up with a message naming the file and
+ * the element. Code walks these tables; it does not spell the mappings out in branches.
+ */
+import { readFileSync } from 'node:fs';
+import type { Coding, Identifier } from 'fhir/r4.js';
+import { z } from 'zod';
+import { CANONICAL_BASE } from '../../fhir/canonical.js';
+
+export const V2_0203 = 'http://terminology.hl7.org/CodeSystem/v2-0203';
+
+const IDENTIFIER_KINDS = ['emirates-id', 'card-number', 'practitioner-licence', 'payer-code'] as const;
+export type IdentifierKind = (typeof IDENTIFIER_KINDS)[number];
+
+/** `{canonical}` in a table stands for the service's canonical base. */
+const uri = z
+  .string()
+  .min(1)
+  .transform((value) => value.replace('{canonical}', CANONICAL_BASE));
+
+const identifiersSchema = z.object({
+  description: z.string().min(1),
+  idTypes: z.object({ 'emirates-id': z.string().min(1), 'card-number': z.string().min(1) }),
+  group: z
+    .array(
+      z.object({
+        source: uri,
+        element: z
+          .array(z.object({ code: z.string().min(1), display: z.string(), target: z.enum(IDENTIFIER_KINDS) }))
+          .min(1),
+      }),
+    )
+    .min(1),
+  systems: z.array(
+    z.object({
+      system: uri,
+      target: z.enum(IDENTIFIER_KINDS),
+      assumption: z.boolean(),
+      description: z.string().min(1),
+    }),
+  ),
+});
+
+const payersSchema = z.object({
+  description: z.string().min(1),
+  identifierSystem: uri,
+  payerCodeSystems: z.array(z.object({ system: uri, assumption: z.boolean(), description: z.string() })),
+  payers: z.array(z.object({ code: z.string().min(1), display: z.string().min(1) })).min(1),
+});
+
+const visitTypeSchema = z.object({
+  visitType: z.string().min(1),
+  title: z.string().min(1),
+  value: z.string().min(1),
+  isMaternity: z.boolean().optional(),
+});
+export type VisitType = z.infer<typeof visitTypeSchema>;
+
+const visitTypesSchema = z.object({
+  description: z.string().min(1),
+  default: visitTypeSchema,
+  group: z
+    .array(
+      z.object({
+        source: uri,
+        element: z.array(visitTypeSchema.extend({ code: z.string().min(1), display: z.string() })).min(1),
+      }),
+    )
+    .min(1),
+});
+
+/** Reads and checks one table; the error names the file and every bad element. */
+function loadTable<S extends z.ZodType>(file: string, schema: S): z.output<S> {
+  const url = new URL(`../../../mappings/${file}`, import.meta.url);
+  let json: unknown;
+  try {
+    json = JSON.parse(readFileSync(url, 'utf8'));
+  } catch (error) {
+    throw new Error(`mappings/${file} cannot be read as JSON: ${(error as Error).message}`);
+  }
+  const parsed = schema.safeParse(json);
+  if (!parsed.success) throw new Error(`mappings/${file} is invalid:\n${z.prettifyError(parsed.error)}`);
+  return parsed.data;
+}
+
+const identifiers = loadTable('identifiers.json', identifiersSchema);
+const payers = loadTable('payers.json', payersSchema);
+const visitTypes = loadTable('visit-types.json', visitTypesSchema);
+
+const kindByTypeCode = new Map(
+  identifiers.group.flatMap((g) => g.element.map((e) => [`${g.source}|${e.code}`, e.target] as const)),
+);
+const kindBySystem = new Map(identifiers.systems.map((s) => [s.system, s.target] as const));
+const payerDisplayByCode = new Map(payers.payers.map((p) => [p.code.toUpperCase(), p.display] as const));
+const payerCodeSystems = new Set(payers.payerCodeSystems.map((s) => s.system));
+const visitTypeByCoding = new Map(
+  visitTypes.group.flatMap((g) => g.element.map((e) => [`${g.source}|${e.code}`, e] as const)),
+);
+
+/** The system this service puts on payer-code identifiers it emits (CoverageEligibilityResponse.insurer). */
+export const PAYER_CODE_SYSTEM = payers.identifierSystem;
+
+/** What an identifier is: by Identifier.type (v2-0203) first, by Identifier.system second. */
+export function identifierKind(identifier: Identifier): IdentifierKind | undefined {
+  for (const coding of Array.isArray(identifier.type?.coding) ? identifier.type.coding : []) {
+    const kind = kindByTypeCode.get(`${coding.system ?? ''}|${coding.code ?? ''}`);
+    if (kind) return kind;
+  }
+  return identifier.system ? kindBySystem.get(identifier.system) : undefined;
+}
+
+/** request_dump.id_type for a patient identifier kind. */
+export function idTypeFor(kind: 'emirates-id' | 'card-number'): string {
+  return identifiers.idTypes[kind];
+}
+
+/** Display name of a known payer code; undefined for codes the table does not list (they pass through). */
+export function payerDisplay(code: string): string | undefined {
+  return payerDisplayByCode.get(code.toUpperCase());
+}
+
+/** True when values of this Identifier.system are payer codes (mappings/payers.json). */
+export function isPayerCodeSystem(system: string | undefined): boolean {
+  return system !== undefined && payerCodeSystems.has(system);
+}
+
+/** The visit type of a category coding; undefined when the table does not know it. */
+export function visitTypeOf(coding: Coding): VisitType | undefined {
+  return visitTypeByCoding.get(`${coding.system ?? ''}|${coding.code ?? ''}`);
+}
+
+/** The visit type used when the request names no category. */
+export const DEFAULT_VISIT_TYPE: VisitType = visitTypes.default;
+
+/** The visit-type table's groups (source code system -> rows), for the published ConceptMap. */
+export function visitTypeGroups(): readonly {
+  source: string;
+  element: readonly (VisitType & { code: string; display?: string })[];
+}[] {
+  return visitTypes.group;
+}

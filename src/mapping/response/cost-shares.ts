@@ -1,0 +1,190 @@
+/**
+ * The three places a result gives cost sharing, read into one shape (CostShare), one per
+ * future CER item (upstream-api.md: copay_analysis, new_version_of_copay_analysis.benefits,
+ * copay_details_to_fill). No figure is dropped: items.ts turns every one into a benefit.
+ */
+import type {
+  BenefitEntry,
+  CopayDetail,
+  CopayToFill,
+  CostSharing,
+  ResultData,
+} from '../../upstream/envelope.js';
+import { fhirText } from './codes.js';
+import type { ServiceCategory } from './vocabulary.js';
+import { blockRule, categoryFor, excludedFrom } from './vocabulary.js';
+
+export type Loose = string | number | null | undefined;
+
+/** The cost-sharing figures of one item, as the portal gave them. */
+export interface Figures {
+  percent?: Loose;
+  amount?: Loose;
+  maximum?: Loose;
+  coinsurance?: Loose;
+  aggregateCap?: Loose;
+  deductible?: Loose;
+  deductibleMaximum?: Loose;
+  deductibleLegacy?: Loose;
+  currency?: string | null;
+}
+
+export interface CostShare {
+  /** Where in data_dump.data this came from, e.g. copay_analysis.copay_details[2]. */
+  source: string;
+  /** The portal's label for the category. */
+  label: string | undefined;
+  category: ServiceCategory;
+  referralGated: boolean;
+  name: string | undefined;
+  coverageStatus: string | null | undefined;
+  network: string | null | undefined;
+  /** Scope of the copay maximum (e.g. per claim). */
+  term: string | null | undefined;
+  figures: Figures;
+  notes: string[];
+}
+
+function joinName(...parts: (string | null | undefined)[]): string | undefined {
+  const present = parts.map((p) => fhirText(p)).filter((p): p is string => p !== undefined);
+  const unique = present.filter((p, i) => present.indexOf(p) === i);
+  return unique.length > 0 ? unique.join(' - ') : undefined;
+}
+
+/** Text of a value the upstream leaves open (conditions, limits: "null or value"). */
+function describe(label: string, value: unknown): string | undefined {
+  if (value === null || value === undefined) return undefined;
+  const text = typeof value === 'string' ? value : JSON.stringify(value);
+  const clean = fhirText(text);
+  return clean && clean !== '{}' && clean !== '[]' ? `${label}: ${clean}` : undefined;
+}
+
+function costSharingFigures(c: CostSharing): Figures {
+  return {
+    percent: c.copay_percentage,
+    amount: c.copay_amount,
+    maximum: c.copay_maximum_amount,
+    coinsurance: c.coinsurance_percentage,
+    currency: c.copay_currency,
+  };
+}
+
+function share(
+  fields: Omit<CostShare, 'category' | 'referralGated'> & { category?: ServiceCategory; gated?: boolean },
+): CostShare {
+  const category = fields.category ?? categoryFor(fields.label);
+  const { gated, ...rest } = fields;
+  return { ...rest, category, referralGated: gated === true || category.referralGated === true };
+}
+
+/** copay_analysis.copay_details: one item each, plus one for a cost_sharing block (items.ts drops it when it adds nothing). */
+export function fromCopayDetails(details: CopayDetail[]): CostShare[] {
+  return details.flatMap((d, i) => {
+    const source = `copay_analysis.copay_details[${i}]`;
+    const label = fhirText(d.visit_type) ?? fhirText(d.scope?.benefit) ?? fhirText(d.scope?.label);
+    const notes = [
+      fhirText(d.remarks),
+      describe('Qualifiers', d.scope?.qualifiers?.length ? d.scope.qualifiers.join(', ') : null),
+    ];
+    const base = {
+      label,
+      name: joinName(label, d.visit_setting ?? d.scope?.visit_setting, d.scope?.location),
+      coverageStatus: d.coverage_status,
+      network: d.scope?.network,
+      notes: notes.filter((n): n is string => n !== undefined),
+    };
+    const top = share({
+      ...base,
+      source,
+      term: d.copay_max_scope,
+      figures: {
+        percent: d.copay_percentage,
+        amount: d.copay_amount,
+        maximum: d.copay_max_amount,
+        coinsurance: d.coinsurance_percentage,
+        aggregateCap: d.copay_aggregate_cap,
+        currency: d.copay_currency,
+      },
+    });
+    const c = d.cost_sharing;
+    if (!c) return [top];
+    const nested = share({
+      ...base,
+      source: `${source}.cost_sharing`,
+      name: joinName(label, c.visit_type, c.visit_setting),
+      term: c.copay_maximum_scope,
+      figures: { ...costSharingFigures(c), currency: c.copay_currency ?? d.copay_currency },
+    });
+    return [top, nested];
+  });
+}
+
+/** new_version_of_copay_analysis.benefits: one item per cost_sharing entry (one without figures when there is none). */
+export function fromBenefits(benefits: BenefitEntry[]): CostShare[] {
+  return benefits.flatMap((b, i) => {
+    const source = `copay_analysis.new_version_of_copay_analysis.benefits[${i}]`;
+    const label = fhirText(b.service_category_original) ?? fhirText(b.service_category_standardized);
+    const category = categoryFor(joinName(b.service_category_standardized, b.service_category_original));
+    const notes = [
+      fhirText(b.remarks),
+      describe('Conditions', b.conditions),
+      describe('Limits', b.limits),
+    ].filter((n): n is string => n !== undefined);
+    const base = { label, category, coverageStatus: b.coverage_status, network: undefined, notes };
+    const entries = b.cost_sharing ?? [];
+    if (entries.length === 0) return [share({ ...base, source, name: label, term: undefined, figures: {} })];
+    return entries.map((c, j) =>
+      share({
+        ...base,
+        source: `${source}.cost_sharing[${j}]`,
+        name: joinName(label, c.visit_type, c.visit_setting),
+        term: c.copay_maximum_scope,
+        figures: costSharingFigures(c),
+      }),
+    );
+  });
+}
+
+/** copay_details_to_fill[].values_to_fill: one item per block and key (CONSULTATION, LAB, ...). */
+export function fromValuesToFill(blocks: CopayToFill[]): CostShare[] {
+  return blocks.flatMap((block, i) => {
+    const rule = blockRule(block.name);
+    const network = block.primary_network?.network ?? block.primary_network?.network_status;
+    return Object.entries(block.values_to_fill ?? {}).map(([key, v]) => {
+      const notes = v._is_outpatient_fallback
+        ? ['Values taken from the outpatient benefits (portal fallback)']
+        : [];
+      // A copay of "Not Covered" is a coverage status, not a figure: it makes the item excluded.
+      const copayIsStatus = excludedFrom(v.copay) !== undefined;
+      return share({
+        source: `copay_details_to_fill[${i}].values_to_fill.${key}`,
+        label: key,
+        category: rule.category ?? categoryFor(key),
+        gated: rule.referralGated,
+        name: joinName(block.name, key),
+        coverageStatus: copayIsStatus ? v.copay : undefined,
+        network,
+        term: undefined,
+        notes,
+        figures: {
+          percent: copayIsStatus ? undefined : v.copay,
+          amount: v._copayAmount,
+          maximum: v._copayMaxAmount,
+          deductible: v.deductible,
+          deductibleMaximum: v._maxDeductible,
+          deductibleLegacy: v._deductibleLegacy === v.deductible ? undefined : v._deductibleLegacy,
+        },
+      });
+    });
+  });
+}
+
+/** Every cost share of a result, in the order the upstream gives them. */
+export function costSharesOf(data: ResultData): CostShare[] {
+  const analysis = data.copay_analysis;
+  return [
+    ...fromCopayDetails(analysis?.copay_details ?? []),
+    ...fromBenefits(analysis?.new_version_of_copay_analysis?.benefits ?? []),
+    ...fromValuesToFill(data.copay_details_to_fill ?? []),
+  ];
+}

@@ -1,0 +1,168 @@
+/**
+ * CostShare -> CoverageEligibilityResponse.insurance.item
+ * (https://hl7.org/fhir/R4/coverageeligibilityresponse-definitions.html#CoverageEligibilityResponse.insurance.item).
+ *
+ * ces-1 "SHALL contain a category or a billcode but not both" (category.exists() xor
+ * productOrService.exists()): every item has a category and never a productOrService.
+ * Benefit types are http://terminology.hl7.org/CodeSystem/benefit-type (copay, copay-percent,
+ * copay-maximum, deductible) and our own benefit-type CodeSystem for what R4 lacks.
+ */
+import type {
+  CoverageEligibilityResponseInsuranceItem as Item,
+  CoverageEligibilityResponseInsuranceItemBenefit as Benefit,
+  Coding,
+} from 'fhir/r4.js';
+import { parseLooseNumber } from '../../upstream/envelope.js';
+import {
+  BENEFIT_TYPE_SYSTEM,
+  BENEFIT_UNIT_SYSTEM,
+  OWN_BENEFIT_TYPE_SYSTEM,
+  coding,
+  concept,
+  extensionUrl,
+  fhirText,
+} from './codes.js';
+import type { CostShare, Figures, Loose } from './cost-shares.js';
+import {
+  DEFAULT_CURRENCY,
+  categoryConcept,
+  excludedFrom,
+  networkConcept,
+  termConcept,
+} from './vocabulary.js';
+
+const MAX_UNSIGNED_INT = 2147483647;
+
+const TYPES = {
+  percent: coding(BENEFIT_TYPE_SYSTEM, 'copay-percent', 'Copayment Percent per service'),
+  amount: coding(BENEFIT_TYPE_SYSTEM, 'copay', 'Copayment per service'),
+  maximum: coding(BENEFIT_TYPE_SYSTEM, 'copay-maximum', 'Copayment maximum per service'),
+  deductible: coding(BENEFIT_TYPE_SYSTEM, 'deductible', 'Deductible'),
+  coinsurance: coding(OWN_BENEFIT_TYPE_SYSTEM, 'coinsurance-percent', 'Coinsurance percent'),
+  aggregateCap: coding(OWN_BENEFIT_TYPE_SYSTEM, 'copay-aggregate-cap', 'Copayment aggregate cap'),
+  deductibleMaximum: coding(OWN_BENEFIT_TYPE_SYSTEM, 'deductible-maximum', 'Deductible maximum'),
+  deductibleLegacy: coding(OWN_BENEFIT_TYPE_SYSTEM, 'deductible-legacy', 'Deductible (portal legacy form)'),
+} satisfies Record<Exclude<keyof Figures, 'currency'>, Coding>;
+
+/** A percentage: allowedUnsignedInt for a whole number, else allowedString ("12.5%", or the portal's text). */
+function percentBenefit(type: Coding, raw: Loose): Benefit | undefined {
+  const value = parseLooseNumber(raw);
+  if (value !== null && Number.isInteger(value) && value >= 0 && value <= MAX_UNSIGNED_INT) {
+    return { type: concept([type]), allowedUnsignedInt: value };
+  }
+  const text = value !== null ? `${value}%` : fhirText(raw);
+  return text === undefined ? undefined : { type: concept([type]), allowedString: text };
+}
+
+/** ISO 4217 code of copay_currency; AED when absent; null when the portal gave something else. */
+function currencyOf(raw: string | null | undefined): string | null {
+  const text = fhirText(raw);
+  if (text === undefined) return DEFAULT_CURRENCY;
+  const code = text.toUpperCase();
+  return /^[A-Z]{3}$/.test(code) ? code : null;
+}
+
+/** An amount: allowedMoney when it is a number, else allowedString with the portal's text. */
+function moneyBenefit(type: Coding, raw: Loose, currency: string | null): Benefit | undefined {
+  const text = fhirText(raw);
+  const value = typeof raw === 'string' && raw.includes('%') ? null : parseLooseNumber(raw);
+  if (value !== null) {
+    return { type: concept([type]), allowedMoney: currency ? { value, currency } : { value } };
+  }
+  return text === undefined ? undefined : { type: concept([type]), allowedString: text };
+}
+
+function textBenefit(type: Coding, raw: Loose): Benefit | undefined {
+  const text = fhirText(raw);
+  return text === undefined ? undefined : { type: concept([type]), allowedString: text };
+}
+
+/** Every figure of a cost share as a benefit; identical benefits once. */
+export function benefitsOf(figures: Figures): Benefit[] {
+  const currency = currencyOf(figures.currency);
+  const all = [
+    percentBenefit(TYPES.percent, figures.percent),
+    moneyBenefit(TYPES.amount, figures.amount, currency),
+    moneyBenefit(TYPES.maximum, figures.maximum, currency),
+    percentBenefit(TYPES.coinsurance, figures.coinsurance),
+    textBenefit(TYPES.aggregateCap, figures.aggregateCap),
+    moneyBenefit(TYPES.deductible, figures.deductible, currency),
+    moneyBenefit(TYPES.deductibleMaximum, figures.deductibleMaximum, currency),
+    moneyBenefit(TYPES.deductibleLegacy, figures.deductibleLegacy, currency),
+  ].filter((b): b is Benefit => b !== undefined);
+  const seen = new Set<string>();
+  return all.filter((b) => {
+    const key = JSON.stringify(b);
+    if (seen.has(key)) return false;
+    seen.add(key);
+    return true;
+  });
+}
+
+function descriptionOf(share: CostShare, gpReferral: boolean | undefined): string | undefined {
+  const parts = [...share.notes];
+  const status = fhirText(share.coverageStatus);
+  if (status && excludedFrom(status) === undefined) parts.push(`Coverage status: ${status}`);
+  const currency = fhirText(share.figures.currency);
+  if (currency && currencyOf(currency) === null) parts.push(`Currency as given: ${currency}`);
+  if (share.referralGated && gpReferral === true)
+    parts.push('A GP referral is required for specialist visits');
+  return parts.length > 0 ? parts.join('; ') : undefined;
+}
+
+/** One item. `gpReferral` is is_gatekeeper read through the table (undefined when the portal did not say). */
+export function itemOf(share: CostShare, gpReferral: boolean | undefined): Item {
+  const item: Item = {
+    extension: [{ url: extensionUrl('benefit-source'), valueString: share.source }],
+    category: categoryConcept(share.category, share.label),
+  };
+  const excluded = excludedFrom(share.coverageStatus);
+  if (excluded !== undefined) item.excluded = excluded;
+  const name = fhirText(share.name);
+  if (name) item.name = name;
+  const description = descriptionOf(share, gpReferral);
+  if (description) item.description = description;
+  const network = networkConcept(share.network);
+  if (network) item.network = network;
+  // Portal benefits are per member (card), never family-wide.
+  item.unit = concept([coding(BENEFIT_UNIT_SYSTEM, 'individual', 'Individual')]);
+  const term = termConcept(share.term);
+  if (term) item.term = term;
+  const benefits = benefitsOf(share.figures);
+  if (benefits.length > 0) item.benefit = benefits;
+  if (share.referralGated && gpReferral !== undefined) {
+    item.authorizationRequired = gpReferral;
+    if (gpReferral) item.authorizationSupporting = [{ text: 'Referral from a general practitioner (GP)' }];
+  }
+  return item;
+}
+
+/** True when `extra` adds no benefit that `base` lacks (a cost_sharing block repeating its entry). */
+function addsNothing(base: Item, extra: Item): boolean {
+  const known = new Set((base.benefit ?? []).map((b) => JSON.stringify(b)));
+  return (extra.benefit ?? []).every((b) => known.has(JSON.stringify(b)));
+}
+
+/** Items of all cost shares; a copay_details cost_sharing block that repeats its entry is dropped. */
+export function itemsOf(shares: CostShare[], gpReferral: boolean | undefined): Item[] {
+  const items: Item[] = [];
+  for (const share of shares) {
+    const item = itemOf(share, gpReferral);
+    const previous = items.at(-1);
+    const parentSource = share.source.replace(/\.cost_sharing$/, '');
+    if (
+      share.source.endsWith('.cost_sharing') &&
+      previous &&
+      sourceOf(previous) === parentSource &&
+      addsNothing(previous, item)
+    ) {
+      continue;
+    }
+    items.push(item);
+  }
+  return items;
+}
+
+function sourceOf(item: Item): string | undefined {
+  return item.extension?.find((e) => e.url === extensionUrl('benefit-source'))?.valueString;
+}

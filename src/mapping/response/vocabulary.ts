@@ -1,0 +1,144 @@
+/**
+ * The benefit vocabulary table (mappings/service-categories.json): portal labels -> item
+ * category, network, excluded, term, and the reading of is_gatekeeper. Loaded and checked once.
+ */
+import { readFileSync } from 'node:fs';
+import type { CodeableConcept } from 'fhir/r4.js';
+import { z } from 'zod';
+import {
+  BENEFIT_CATEGORY_SYSTEM,
+  BENEFIT_NETWORK_SYSTEM,
+  BENEFIT_TERM_SYSTEM,
+  SERVICE_CATEGORY_SYSTEM,
+  coding,
+  concept,
+  fhirText,
+} from './codes.js';
+
+const phrases = z.array(z.string().min(1));
+const categorySchema = z.strictObject({
+  code: z.string().regex(/^[a-z0-9-]+$/),
+  display: z.string().min(1),
+  benefitCategory: z.string().min(1).optional(),
+  referralGated: z.boolean().optional(),
+  keywords: phrases,
+});
+
+const tableSchema = z
+  .strictObject({
+    description: z.string(),
+    defaultCurrency: z.string().regex(/^[A-Z]{3}$/),
+    categories: z.array(categorySchema).min(1),
+    blocks: z.array(
+      z.strictObject({
+        name: z.string(),
+        category: z.string().optional(),
+        referralGated: z.boolean().optional(),
+      }),
+    ),
+    networks: z.strictObject({ in: phrases, out: phrases }),
+    coverageStatus: z.strictObject({ excluded: phrases, covered: phrases }),
+    gatekeeper: z.strictObject({ required: phrases, notRequired: phrases }),
+    terms: z.record(z.enum(['annual', 'day', 'lifetime']), phrases),
+  })
+  .superRefine((table, ctx) => {
+    const codes = new Set(table.categories.map((c) => c.code));
+    if (!codes.has('other')) ctx.addIssue({ code: 'custom', message: 'a category "other" is required' });
+    for (const block of table.blocks) {
+      if (block.category && !codes.has(block.category)) {
+        ctx.addIssue({ code: 'custom', message: `block ${block.name}: unknown category ${block.category}` });
+      }
+    }
+  });
+
+export type ServiceCategory = z.infer<typeof categorySchema>;
+
+const table = tableSchema.parse(
+  JSON.parse(readFileSync(new URL('../../../mappings/service-categories.json', import.meta.url), 'utf8')),
+);
+
+/** Lower case, punctuation to spaces, single spaces: "DENTAL CONSULTATION & PROCEDURE" -> "dental consultation procedure". */
+export function normalizeLabel(label: string): string {
+  return label
+    .toLowerCase()
+    .replace(/[^a-z0-9]+/g, ' ')
+    .trim();
+}
+
+function containsPhrase(normalized: string, phrase: string): boolean {
+  return ` ${normalized} `.includes(` ${normalizeLabel(phrase)} `);
+}
+
+function inList(value: string | null | undefined, list: string[]): boolean {
+  if (!value) return false;
+  const normalized = normalizeLabel(value);
+  return list.some((p) => normalizeLabel(p) === normalized);
+}
+
+const other = table.categories.find((c) => c.code === 'other') as ServiceCategory;
+
+/** All categories (for the service-category CodeSystem). */
+export function serviceCategories(): readonly ServiceCategory[] {
+  return table.categories;
+}
+
+export const DEFAULT_CURRENCY = table.defaultCurrency;
+
+/** The category of a portal label; "other" when nothing matches. */
+export function categoryFor(label: string | undefined): ServiceCategory {
+  if (!label) return other;
+  const normalized = normalizeLabel(label);
+  return table.categories.find((c) => c.keywords.some((k) => containsPhrase(normalized, k))) ?? other;
+}
+
+/** A copay_details_to_fill block (Outpatient, Maternity, Specialization, Inpatient) from the table. */
+export function blockRule(name: string): { category?: ServiceCategory; referralGated?: boolean } {
+  const block = table.blocks.find((b) => normalizeLabel(b.name) === normalizeLabel(name));
+  if (!block) return {};
+  return {
+    ...(block.category ? { category: table.categories.find((c) => c.code === block.category) } : {}),
+    ...(block.referralGated ? { referralGated: true } : {}),
+  };
+}
+
+/** item.category: ex-benefitcategory where one exists, always our own code, text = the portal's label. */
+export function categoryConcept(category: ServiceCategory, label: string | undefined): CodeableConcept {
+  const codings = [coding(SERVICE_CATEGORY_SYSTEM, category.code, category.display)];
+  if (category.benefitCategory) codings.unshift(coding(BENEFIT_CATEGORY_SYSTEM, category.benefitCategory));
+  return concept(codings, fhirText(label) ?? category.display);
+}
+
+/** item.network: in/out of http://terminology.hl7.org/CodeSystem/benefit-network, else the label as text. */
+export function networkConcept(label: string | null | undefined): CodeableConcept | undefined {
+  const text = fhirText(label);
+  if (!text) return undefined;
+  if (inList(text, table.networks.in))
+    return concept([coding(BENEFIT_NETWORK_SYSTEM, 'in', 'In Network')], text);
+  if (inList(text, table.networks.out))
+    return concept([coding(BENEFIT_NETWORK_SYSTEM, 'out', 'Out of Network')], text);
+  return concept([], text);
+}
+
+/** item.term: benefit-term code when the scope names one, else the scope as text. */
+export function termConcept(scope: string | null | undefined): CodeableConcept | undefined {
+  const text = fhirText(scope);
+  if (!text) return undefined;
+  for (const [code, list] of Object.entries(table.terms)) {
+    if (inList(text, list)) return concept([coding(BENEFIT_TERM_SYSTEM, code)], text);
+  }
+  return concept([], text);
+}
+
+/** item.excluded from coverage_status: true for Not Covered, false for Covered, else unknown. */
+export function excludedFrom(status: string | null | undefined): boolean | undefined {
+  if (inList(status, table.coverageStatus.excluded)) return true;
+  if (inList(status, table.coverageStatus.covered)) return false;
+  return undefined;
+}
+
+/** is_gatekeeper read through the table: true (GP referral required), false, or unknown ("Not Mentioned"). */
+export function gatekeeperRequired(value: string | null | undefined): boolean | undefined {
+  if (inList(value, table.gatekeeper.required)) return true;
+  if (inList(value, table.gatekeeper.notRequired)) return false;
+  return undefined;
+}

@@ -1,0 +1,96 @@
+/**
+ * Prometheus metrics (prom-client). Labels never carry patient data: tenant ids, routes
+ * (patterns, not URLs), upstream endpoints, statuses and outcomes only.
+ */
+import client from 'prom-client';
+import type { CheckStore } from './checks/store.js';
+import type { LifecycleEvent } from './checks/lifecycle.js';
+import type { UpstreamPort, UpstreamResult } from './checks/upstream-port.js';
+import { describeFailure } from './checks/upstream-port.js';
+
+export interface Metrics {
+  registry: client.Registry;
+  httpDuration: client.Histogram<'method' | 'route' | 'status'>;
+  onLifecycle: (event: LifecycleEvent) => void;
+  /** Wraps the upstream port to count calls and time them by endpoint and result. */
+  instrument: (upstream: UpstreamPort) => UpstreamPort;
+}
+
+/** Creates a registry whose store-backed gauges are read at scrape time. */
+export function createMetrics(store: CheckStore): Metrics {
+  const registry = new client.Registry();
+  client.collectDefaultMetrics({ register: registry });
+
+  const httpDuration = new client.Histogram({
+    name: 'http_request_duration_seconds',
+    help: 'HTTP request duration by route pattern',
+    labelNames: ['method', 'route', 'status'] as const,
+    buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60],
+    registers: [registry],
+  });
+  const upstreamCalls = new client.Histogram({
+    name: 'upstream_request_duration_seconds',
+    help: 'Upstream calls by endpoint and result',
+    labelNames: ['endpoint', 'result'] as const,
+    buckets: [0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30],
+    registers: [registry],
+  });
+  const pollLag = new client.Histogram({
+    name: 'poll_lateness_seconds',
+    help: 'Actual minus scheduled poll time',
+    buckets: [0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10],
+    registers: [registry],
+  });
+  const finished = new client.Counter({
+    name: 'checks_finished_total',
+    help: 'Checks finished, by tenant and upstream or adapter outcome',
+    labelNames: ['tenant', 'outcome'] as const,
+    registers: [registry],
+  });
+  new client.Gauge({
+    name: 'checks',
+    help: 'Stored checks by tenant, state and CER outcome',
+    labelNames: ['tenant', 'state', 'outcome'] as const,
+    registers: [registry],
+    async collect() {
+      this.reset();
+      for (const row of await store.countByState()) {
+        this.set({ tenant: row.tenantId, state: row.state, outcome: row.outcome }, row.count);
+      }
+    },
+  });
+  new client.Gauge({
+    name: 'payer_guards_open',
+    help: 'Open payer-account guards by tenant and kind',
+    labelNames: ['tenant', 'kind'] as const,
+    registers: [registry],
+    async collect() {
+      this.reset();
+      const now = Date.now();
+      for (const guard of await store.listGuards()) {
+        if (guard.until === null || guard.until > now) this.inc({ tenant: guard.tenantId, kind: guard.kind });
+      }
+    },
+  });
+
+  const timed = async <T>(endpoint: string, call: () => Promise<UpstreamResult<T>>) => {
+    const end = upstreamCalls.startTimer({ endpoint });
+    const result = await call();
+    end({ result: result.ok ? 'ok' : describeFailure(result.error) });
+    return result;
+  };
+
+  return {
+    registry,
+    httpDuration,
+    onLifecycle(event) {
+      if (event.type === 'poll') pollLag.observe(event.lateMs / 1000);
+      if (event.type === 'done') finished.inc({ tenant: event.tenantId, outcome: event.outcome });
+    },
+    instrument: (upstream) => ({
+      createTask: (creds, body) => timed('create-task', () => upstream.createTask(creds, body)),
+      getResult: (creds, taskId) => timed('eligibility-result', () => upstream.getResult(creds, taskId)),
+      health: () => timed('health', () => upstream.health()),
+    }),
+  };
+}

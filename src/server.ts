@@ -1,0 +1,220 @@
+/**
+ * The composition root: store, upstream client (or the built-in sandbox), scheduler, HTTP app.
+ * `startServer()` / `stop()` on any port (0 under test), as in Practica's order-service.
+ */
+import type { AddressInfo } from 'node:net';
+import { randomUUID } from 'node:crypto';
+import { createServer } from 'node:http';
+import type { Config } from './config.js';
+import type { Logger } from './log.js';
+import { registerSecret } from './log.js';
+import { openStore } from './checks/open-store.js';
+import { Slots } from './checks/lifecycle.js';
+import { Scheduler } from './checks/scheduler.js';
+import { CheckService } from './checks/service.js';
+import type { CheckStore } from './checks/store.js';
+import type { UpstreamPort } from './checks/upstream-port.js';
+import { conformanceTypes } from './fhir/conformance.js';
+import { loadFhirDefinitions } from './fhir/validator.js';
+import type { Express } from 'express';
+import { createApp } from './http/app.js';
+import type { ReadyReport } from './http/app.js';
+import { checkRoutes } from './http/fhir-routes.js';
+import { metricsRoute } from './http/metrics-route.js';
+import { createMetrics } from './metrics.js';
+import { createFhirKitResolver } from './mapping/request/resolver.js';
+import { UpstreamClient } from './upstream/client.js';
+import { startSandbox } from './upstream/sandbox/index.js';
+
+export const VERSION = '0.1.0';
+
+export interface RunningServer {
+  url: string;
+  /** The express app (route introspection in tests). */
+  app: Express;
+  store: CheckStore;
+  scheduler: Scheduler;
+  checks: CheckService;
+  upstreamUrl: string;
+  stop(): Promise<void>;
+}
+
+export interface ServerOverrides {
+  /** Replaces the upstream client (tests wrap it to count calls). */
+  upstream?: (client: UpstreamClient) => UpstreamPort;
+  now?: () => number;
+  /** Replica identity for leases. */
+  owner?: string;
+}
+
+async function readiness(store: CheckStore, upstream: UpstreamPort): Promise<ReadyReport> {
+  const [storeCheck, upstreamCheck] = await Promise.all([
+    store.ping().then(
+      () => ({ ok: true }),
+      () => ({ ok: false, detail: 'store unreachable' }),
+    ),
+    upstream.health().then((r) => (r.ok ? { ok: true } : { ok: false, detail: 'upstream /health failed' })),
+  ]);
+  return { ready: storeCheck.ok && upstreamCheck.ok, checks: { store: storeCheck, upstream: upstreamCheck } };
+}
+
+/** Starts the whole service. Resolves once it listens. */
+export async function startServer(
+  config: Config,
+  logger: Logger,
+  overrides: ServerOverrides = {},
+): Promise<RunningServer> {
+  const now = overrides.now ?? Date.now;
+  for (const tenant of config.tenants) registerSecret(tenant.upstream.apiKey);
+
+  const store = await openStore(config.databaseUrl);
+  await store.migrate();
+
+  let sandbox: Awaited<ReturnType<typeof startSandbox>> | null = null;
+  let upstreamUrl: string;
+  if (config.upstreamBaseUrl) {
+    upstreamUrl = config.upstreamBaseUrl;
+  } else {
+    sandbox = await startSandbox({
+      port: 0,
+      host: '127.0.0.1',
+      timeScale: config.sandboxTimeScale,
+      apiKeys: config.tenants.map((t) => t.upstream.apiKey),
+    });
+    upstreamUrl = sandbox.url;
+    logger.warn(
+      'SANDBOX MODE: UPSTREAM_BASE_URL is not set; checks run against the built-in simulator, not real payers',
+      {
+        upstreamUrl,
+      },
+    );
+  }
+  // A step (one upstream call) must end well inside the lease, or another replica could take the
+  // check over while create-task is still out and wrongly judge it ambiguous.
+  const client = new UpstreamClient({
+    baseUrl: upstreamUrl,
+    requestTimeoutMs: Math.min(15_000, Math.floor(config.leaseMs / 2)),
+  });
+  const metrics = createMetrics(store);
+  const upstream = metrics.instrument(overrides.upstream ? overrides.upstream(client) : client);
+
+  // Listen first, so the default public base URL can name the real port (port 0 under test).
+  const server = createServer();
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(config.port, config.host, () => resolve());
+  });
+  const address = server.address() as AddressInfo;
+  const host = config.host === '0.0.0.0' || config.host === '::' ? '127.0.0.1' : config.host;
+  const url = `http://${host}:${address.port}`;
+  const baseUrl = config.publicBaseUrl ?? `http://localhost:${address.port}`;
+
+  const tenants = new Map(config.tenants.map((t) => [t.id, t]));
+  const owner = overrides.owner ?? `replica-${randomUUID()}`;
+  const scheduler = new Scheduler(
+    {
+      store,
+      upstream,
+      tenant: (id) => tenants.get(id),
+      logger,
+      owner,
+      now,
+      baseUrl,
+      pollIntervalMs: config.pollIntervalMs,
+      timeoutMs: (isSearchAll) => (isSearchAll ? config.searchAllTimeoutMs : config.checkTimeoutMs),
+      slowPollIntervalMs: Math.max(config.pollIntervalMs * 6, 30_000),
+      backoffGuardMs: 15 * 60_000,
+      createSlots: new Slots(10),
+      onEvent: metrics.onLifecycle,
+    },
+    {
+      leaseMs: config.leaseMs,
+      batchSize: 200,
+      // Steps wait for one of the upstream client's connections: 512 of them clear in a few
+      // seconds, far inside a lease, while rounds stay large enough to be cheap per check.
+      maxSteps: 512,
+      // Poll lateness is bounded below by this wait (bench/README.md, figure 3).
+      idleMs: Math.min(100, config.pollIntervalMs),
+      maxInFlight: (id) => tenants.get(id)?.maxInFlight ?? 1,
+    },
+    logger,
+  );
+  const checks = new CheckService(store, scheduler, {
+    baseUrl,
+    checkTimeoutMs: config.checkTimeoutMs,
+    searchAllTimeoutMs: config.searchAllTimeoutMs,
+    waitPollMs: 1000,
+    now,
+  });
+
+  const app = createApp({
+    logger,
+    tenants: config.tenants,
+    publicBaseUrl: baseUrl,
+    version: VERSION,
+    features: { checks: true, conformance: conformanceTypes(), documents: true },
+    ready: () => readiness(store, upstream),
+    observe: (method, route, status, seconds) =>
+      metrics.httpDuration.observe({ method, route, status: String(status) }, seconds),
+    extraRoutes: metricsRoute(metrics, config.metricsToken),
+    fhirRoutes: checkRoutes({
+      checks,
+      baseUrl,
+      upstream,
+      submitRatePerMinute: config.submitRatePerMinute,
+      pollIntervalMs: config.pollIntervalMs,
+      submit: {
+        checks,
+        baseUrl,
+        submitWaitMs: config.submitWaitMs,
+        maxWaitMs: 60_000,
+        resolver: config.sourceFhirBaseUrl ? createFhirKitResolver(config.sourceFhirBaseUrl) : undefined,
+        now,
+      },
+    }),
+  });
+
+  server.on('request', app);
+  scheduler.start();
+  // Retention: finished checks older than RETENTION_DAYS are deleted (hourly).
+  const purge = () => {
+    store.purgeBefore(now() - config.retentionDays * 86_400_000).then(
+      (count: number) => {
+        if (count > 0) logger.info('retention purge', { purged: count, retentionDays: config.retentionDays });
+      },
+      (error: unknown) => logger.error('retention purge failed', { error }),
+    );
+  };
+  // Not on the start-up path: the first purge a minute after start, then hourly.
+  const firstPurge = setTimeout(purge, 60_000);
+  firstPurge.unref();
+  const purgeTimer = setInterval(purge, 3_600_000);
+  purgeTimer.unref();
+  // Loading them blocks the event loop for about 0.6 s: done a moment after start-up, so /health and
+  // /ready answer at once; a $submit before then loads them itself.
+  const warmUp = setTimeout(() => loadFhirDefinitions(), 3000);
+  warmUp.unref();
+  logger.info('listening', { url, store: store.kind, sandbox: Boolean(sandbox) });
+
+  return {
+    url,
+    app,
+    store,
+    scheduler,
+    checks,
+    upstreamUrl,
+    async stop() {
+      clearInterval(purgeTimer);
+      clearTimeout(firstPurge);
+      clearTimeout(warmUp);
+      await new Promise<void>((resolve) => {
+        server.close(() => resolve());
+        server.closeAllConnections();
+      });
+      await scheduler.stop();
+      await client.close();
+      await sandbox?.close();
+      await store.close();
+    },
+  };
+}

@@ -1,0 +1,53 @@
+/**
+ * Signed file links of the sandbox, standing in for the upstream's expiring S3 links
+ * (upstream-api.md: "Signed links ... are re-signed on every read").
+ */
+import { createHmac, timingSafeEqual } from 'node:crypto';
+
+/** Makes a signed link to a file key. */
+export type Signer = (key: string) => string;
+
+/** Links point at `{origin}/sandbox-files/{key}?sig=..&expires=..` (expires in epoch ms). */
+export class LinkSigner {
+  constructor(private readonly secret: string) {}
+
+  private signature(key: string, expires: number): string {
+    return createHmac('sha256', this.secret).update(`${key}\n${expires}`).digest('hex').slice(0, 32);
+  }
+
+  /** A signer of links on `origin` that expire `ttlMs` after `issuedAtMs`. */
+  signer(origin: string, issuedAtMs: number, ttlMs: number): Signer {
+    const expires = Math.round(issuedAtMs + ttlMs);
+    return (key) =>
+      `${origin}/sandbox-files/${encodeURIComponent(key)}?sig=${this.signature(key, expires)}&expires=${expires}`;
+  }
+
+  /** 'ok', or why the link is refused. */
+  verify(key: string, sig: unknown, expires: unknown, nowMs: number): 'ok' | 'forged' | 'expired' {
+    if (typeof sig !== 'string' || typeof expires !== 'string' || !/^\d+$/.test(expires)) return 'forged';
+    const expected = Buffer.from(this.signature(key, Number(expires)));
+    const given = Buffer.from(sig);
+    if (given.length !== expected.length || !timingSafeEqual(given, expected)) return 'forged';
+    return Number(expires) < nowMs ? 'expired' : 'ok';
+  }
+}
+
+/** A one-page PDF, served for every .pdf key. */
+const PDF = Buffer.from(
+  '%PDF-1.4\n1 0 obj<</Type/Catalog/Pages 2 0 R>>endobj\n2 0 obj<</Type/Pages/Kids[3 0 R]/Count 1>>endobj\n' +
+    '3 0 obj<</Type/Page/Parent 2 0 R/MediaBox[0 0 200 100]>>endobj\ntrailer<</Root 1 0 R>>\n%%EOF\n',
+  'latin1',
+);
+
+/** A 1x1 PNG, served for every other key (screenshots). */
+const PNG = Buffer.from(
+  'iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg==',
+  'base64',
+);
+
+/** The body and content type served for a file key. */
+export function fileBody(key: string): { contentType: string; body: Buffer } {
+  return key.endsWith('.pdf')
+    ? { contentType: 'application/pdf', body: PDF }
+    : { contentType: 'image/png', body: PNG };
+}

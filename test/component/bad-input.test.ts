@@ -1,0 +1,181 @@
+/**
+ * Bad input of every kind gets a 4xx OperationOutcome with issue.expression (or a 404/401/413
+ * OperationOutcome for routing, auth and size), never a 500, and nothing stored is lost.
+ */
+import request from 'supertest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { expectValidFhir } from '../support/fhir.js';
+import type { Harness } from '../support/harness.js';
+import { startHarness } from '../support/harness.js';
+import { eligibilityRequest } from '../support/requests.js';
+
+const SUBMIT = '/fhir/CoverageEligibilityRequest/$submit';
+const FHIR_JSON = 'application/fhir+json';
+
+let h: Harness;
+
+beforeAll(async () => {
+  h = await startHarness();
+});
+afterAll(async () => {
+  await h.stop();
+});
+
+interface Outcome {
+  resourceType: string;
+  issue: { severity: string; code: string; expression?: string[]; details?: { text?: string } }[];
+}
+
+function expectOutcome(body: unknown, status: number, expected: { code?: string; expression?: string }) {
+  expectValidFhir(body);
+  const outcome = body as Outcome;
+  expect(outcome.resourceType, `status ${status}`).toBe('OperationOutcome');
+  const issue = outcome.issue[0];
+  if (expected.code) expect(issue?.code).toBe(expected.code);
+  if (expected.expression)
+    expect(outcome.issue.flatMap((i) => i.expression ?? [])).toContain(expected.expression);
+}
+
+describe('bad input to $submit', () => {
+  it('malformed JSON -> 400 structure', async () => {
+    const res = await request(h.url)
+      .post(SUBMIT)
+      .set(h.auth)
+      .set('Content-Type', FHIR_JSON)
+      .send('{"resourceType":');
+    expect(res.status).toBe(400);
+    expectOutcome(res.body, 400, { code: 'structure' });
+  });
+
+  it('not a FHIR content type -> 415', async () => {
+    const res = await request(h.url).post(SUBMIT).set(h.auth).set('Content-Type', 'text/plain').send('hello');
+    expect(res.status).toBe(415);
+    expectOutcome(res.body, 415, {});
+  });
+
+  it('a JSON array, a number, null -> 400 with expression', async () => {
+    for (const body of ['[]', '42', 'null', '"text"']) {
+      const res = await request(h.url).post(SUBMIT).set(h.auth).set('Content-Type', FHIR_JSON).send(body);
+      expect(res.status, body).toBeGreaterThanOrEqual(400);
+      expect(res.status, body).toBeLessThan(500);
+      expectOutcome(res.body, res.status, {});
+    }
+  });
+
+  it('wrong resourceType -> 400 naming resourceType', async () => {
+    const res = await request(h.url)
+      .post(SUBMIT)
+      .set(h.auth)
+      .set('Content-Type', FHIR_JSON)
+      .send({ resourceType: 'Patient', id: 'x' });
+    expect(res.status).toBe(400);
+    const expressions = (res.body as Outcome).issue.flatMap((i) => i.expression ?? []);
+    expect(expressions.length).toBeGreaterThan(0);
+  });
+
+  it('wrong types inside a request -> 400 with the validator issue expression', async () => {
+    const body = { ...eligibilityRequest(), created: 12345, status: 'bogus' };
+    const res = await request(h.url).post(SUBMIT).set(h.auth).set('Content-Type', FHIR_JSON).send(body);
+    expect(res.status).toBe(400);
+    const expressions = (res.body as Outcome).issue.flatMap((i) => i.expression ?? []).join(' ');
+    expect(expressions).toContain('status');
+  });
+
+  it('missing patient identifier -> 422 naming the patient', async () => {
+    const body = eligibilityRequest();
+    const patient = body.contained?.[0] as { identifier?: unknown };
+    delete patient.identifier;
+    const res = await request(h.url).post(SUBMIT).set(h.auth).set('Content-Type', FHIR_JSON).send(body);
+    expect(res.status).toBe(422);
+    const expressions = (res.body as Outcome).issue.flatMap((i) => i.expression ?? []).join(' ');
+    // The contained Patient's identifier, the element that is missing.
+    expect(expressions).toContain('CoverageEligibilityRequest.contained[0].identifier');
+  });
+
+  it('unknown payer code -> 422 naming the insurer (passed through; the clinic has no credentials for it)', async () => {
+    const res = await request(h.url)
+      .post(SUBMIT)
+      .set(h.auth)
+      .set('Content-Type', FHIR_JSON)
+      .send(eligibilityRequest({ payer: 'NO-SUCH-PAYER' }));
+    expect(res.status).toBe(422);
+    expectOutcome(res.body, 422, { expression: 'CoverageEligibilityRequest.insurer' });
+  });
+
+  it('objects where strings belong, and deep nesting under the size limit -> 400, never 500', async () => {
+    const objectReference = { ...eligibilityRequest(), patient: { reference: {} } };
+    const res = await request(h.url)
+      .post(SUBMIT)
+      .set(h.auth)
+      .set('Content-Type', FHIR_JSON)
+      .send(objectReference);
+    expect(res.status).toBe(400);
+    expectOutcome(res.body, 400, { expression: 'CoverageEligibilityRequest.patient.reference' });
+    // 20,000 nested extensions (about 0.7 MB), written as text: too deep for recursive code.
+    const depth = 20_000;
+    const deep = `${'{"url":"http://x","extension":['.repeat(depth)}{"url":"http://x","valueString":"x"}${']}'.repeat(depth)}`;
+    const body = JSON.stringify(eligibilityRequest()).replace(/^\{/, `{"extension":[${deep}],`);
+    const nested = await request(h.url).post(SUBMIT).set(h.auth).set('Content-Type', FHIR_JSON).send(body);
+    expect(nested.status).toBe(400);
+    expectOutcome(nested.body, 400, {});
+  });
+
+  it('huge body -> 413 OperationOutcome', async () => {
+    const body = {
+      ...eligibilityRequest(),
+      text: { status: 'generated', div: `<div>${'x'.repeat(11 * 1024 * 1024)}</div>` },
+    };
+    const res = await request(h.url).post(SUBMIT).set(h.auth).set('Content-Type', FHIR_JSON).send(body);
+    expect(res.status).toBe(413);
+    expectOutcome(res.body, 413, {});
+  });
+
+  it('no API key -> 401, wrong key -> 401, never a 500', async () => {
+    const none = await request(h.url).post(SUBMIT).set('Content-Type', FHIR_JSON).send(eligibilityRequest());
+    expect(none.status).toBe(401);
+    expectOutcome(none.body, 401, { code: 'login' });
+    const wrong = await request(h.url)
+      .post(SUBMIT)
+      .set('Authorization', 'Bearer nope')
+      .set('Content-Type', FHIR_JSON)
+      .send(eligibilityRequest());
+    expect(wrong.status).toBe(401);
+  });
+
+  it('unknown route -> 404 not-found, unknown id -> 404', async () => {
+    const route = await request(h.url).get('/fhir/Nope/1').set(h.auth);
+    expect(route.status).toBe(404);
+    expectOutcome(route.body, 404, { code: 'not-found' });
+    const id = await request(h.url).get('/fhir/CoverageEligibilityResponse/does-not-exist').set(h.auth);
+    expect(id.status).toBe(404);
+    expectOutcome(id.body, 404, { code: 'not-found' });
+    const badId = await request(h.url)
+      .get(`/fhir/CoverageEligibilityResponse/${'%2e'.repeat(3)}`)
+      .set(h.auth);
+    expect(badId.status).toBe(404);
+  });
+
+  it('bad search parameters -> 400 with expression, never 500', async () => {
+    const res = await request(h.url)
+      .get('/fhir/CoverageEligibilityResponse?_count=abc&outcome=nope')
+      .set(h.auth);
+    expect(res.status).toBe(400);
+    expectOutcome(res.body, 400, {});
+  });
+
+  it('nothing already stored is lost after a storm of bad input', async () => {
+    const good = await request(h.url)
+      .post(SUBMIT)
+      .set(h.auth)
+      .set('Content-Type', FHIR_JSON)
+      .send(eligibilityRequest());
+    expect(good.status).toBe(200);
+    const location = String(good.headers.location);
+    for (const body of ['{', '[]', '{"resourceType":"CoverageEligibilityRequest"}']) {
+      await request(h.url).post(SUBMIT).set(h.auth).set('Content-Type', FHIR_JSON).send(body);
+    }
+    const again = await request(h.url).get(new URL(location).pathname).set(h.auth);
+    expect(again.status).toBe(200);
+    expect((again.body as { id: string }).id).toBe((good.body as { id: string }).id);
+  });
+});

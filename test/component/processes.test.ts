@@ -1,0 +1,138 @@
+/**
+ * Crash and scale-out drills with real processes (issue 4, "Done when"):
+ * - SIGKILL with 50 checks in flight, restart: all finish, exactly 50 create-task calls.
+ * - Two replicas on one PostgreSQL database: 100 checks across 5 tenants with maxInFlight 3;
+ *   one replica SIGKILLed mid-run: nothing lost, each check created once, never more than 3
+ *   upstream tasks running for any tenant.
+ * The sandbox upstream runs in this test process and counts what it sees.
+ */
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import type { CoverageEligibilityResponse } from 'fhir/r4.js';
+import pg from 'pg';
+import request from 'supertest';
+import { afterAll, describe, expect, it } from 'vitest';
+import { startSandbox } from '../../src/upstream/sandbox/index.js';
+import { expectValidFhir } from '../support/fhir.js';
+import { trackInFlight, UPSTREAM_KEY } from '../support/harness.js';
+import type { ServiceProcess } from '../support/process.js';
+import { spawnService, tenantAuth, writeTenantsFile } from '../support/process.js';
+import { eligibilityRequest } from '../support/requests.js';
+import { until } from '../support/until.js';
+import { testDatabaseUrl } from '../support/postgres.js';
+
+const SUBMIT = '/fhir/CoverageEligibilityRequest/$submit';
+const FHIR_JSON = 'application/fhir+json';
+
+const cleanups: (() => Promise<void>)[] = [];
+afterAll(async () => {
+  for (const cleanup of cleanups.reverse()) await cleanup().catch(() => undefined);
+});
+
+async function submitMany(
+  url: string,
+  tenants: number,
+  total: number,
+): Promise<{ tenant: number; path: string }[]> {
+  const made: { tenant: number; path: string }[] = [];
+  for (let i = 0; i < total; i += 1) {
+    const tenant = i % tenants;
+    const res = await request(url)
+      .post(SUBMIT)
+      .set(tenantAuth(tenant))
+      .set('Content-Type', FHIR_JSON)
+      .send(eligibilityRequest({ emiratesId: '784-1990-0000001-1', identifier: `drill-${Date.now()}-${i}` }));
+    expect(res.status, JSON.stringify(res.body)).toBe(200);
+    made.push({ tenant, path: new URL(String(res.headers.location)).pathname });
+  }
+  return made;
+}
+
+async function allComplete(
+  url: string,
+  checks: { tenant: number; path: string }[],
+): Promise<CoverageEligibilityResponse[] | undefined> {
+  const cers: CoverageEligibilityResponse[] = [];
+  for (const check of checks) {
+    const res = await request(url).get(check.path).set(tenantAuth(check.tenant));
+    const cer = res.body as CoverageEligibilityResponse;
+    if (cer.outcome !== 'complete') return undefined;
+    cers.push(cer);
+  }
+  return cers;
+}
+
+describe('process drills', () => {
+  it('SIGKILL with 50 checks in flight, restart: all 50 finish, exactly 50 create-task calls', async () => {
+    const sandbox = await startSandbox({ port: 0, timeScale: 3, apiKeys: [UPSTREAM_KEY] });
+    cleanups.push(() => sandbox.close());
+    const dir = mkdtempSync(join(tmpdir(), 'fea-kill-'));
+    const env = {
+      UPSTREAM_BASE_URL: sandbox.url,
+      TENANTS_FILE: writeTenantsFile(dir, 5, UPSTREAM_KEY, 10),
+      DATABASE_URL: `sqlite:${join(dir, 'adapter.db')}`,
+      POLL_INTERVAL_MS: '200',
+      SUBMIT_WAIT_MS: '0',
+      LEASE_MS: '2000',
+    };
+    const first = await spawnService(env);
+    cleanups.push(() => first.kill());
+    const checks = await submitMany(first.url, 5, 50);
+    // Every task exists upstream and none has finished: the process dies with all 50 in flight.
+    await until(() => (sandbox.control.stats().createTask === 50 ? true : undefined), 20_000, '50 tasks');
+    await new Promise((r) => setTimeout(r, 300));
+    await first.kill();
+
+    const second = await spawnService(env);
+    cleanups.push(() => second.stop());
+    const cers = await until(() => allComplete(second.url, checks), 60_000, 'all checks complete');
+    expect(cers).toHaveLength(50);
+    for (const cer of cers) {
+      expectValidFhir(cer);
+      expect(cer.insurance?.[0]?.inforce).toBe(true);
+    }
+    expect(sandbox.control.stats().createTask).toBe(50);
+  });
+
+  it('two replicas on PostgreSQL, one killed mid-run: 100 checks, each created once, maxInFlight 3 held', async () => {
+    const sandbox = await startSandbox({ port: 0, timeScale: 0.3, apiKeys: [UPSTREAM_KEY] });
+    cleanups.push(() => sandbox.close());
+    const schema = `drill_${process.pid}_${Date.now()}`;
+    const admin = new pg.Client({ connectionString: testDatabaseUrl() });
+    await admin.connect();
+    await admin.query(`CREATE SCHEMA ${schema}`);
+    cleanups.push(async () => {
+      await admin.query(`DROP SCHEMA ${schema} CASCADE`);
+      await admin.end();
+    });
+    const dir = mkdtempSync(join(tmpdir(), 'fea-pg-'));
+    const url = new URL(testDatabaseUrl());
+    url.searchParams.set('options', `-c search_path=${schema}`);
+    const env = {
+      UPSTREAM_BASE_URL: sandbox.url,
+      TENANTS_FILE: writeTenantsFile(dir, 5, UPSTREAM_KEY, 3),
+      DATABASE_URL: url.toString(),
+      POLL_INTERVAL_MS: '100',
+      SUBMIT_WAIT_MS: '0',
+      LEASE_MS: '2000',
+    };
+    const replicas: ServiceProcess[] = [await spawnService(env), await spawnService(env)];
+    cleanups.push(() => replicas[1]?.stop() ?? Promise.resolve());
+    cleanups.push(() => replicas[0]?.kill() ?? Promise.resolve());
+    const [a, b] = replicas as [ServiceProcess, ServiceProcess];
+    const inFlight = trackInFlight(sandbox);
+    cleanups.push(() => Promise.resolve(inFlight.stop()));
+    const first = await submitMany(a.url, 5, 50);
+    const second = await submitMany(b.url, 5, 50);
+    await until(() => (sandbox.control.stats().createTask >= 30 ? true : undefined), 30_000, '30 tasks');
+    await a.kill();
+    const cers = await until(() => allComplete(b.url, [...first, ...second]), 120_000, 'all checks complete');
+    expect(cers).toHaveLength(100);
+    for (const cer of cers) expectValidFhir(cer);
+    inFlight.stop();
+    expect(sandbox.control.stats().createTask).toBe(100);
+    expect(inFlight.maxByClinic.size).toBe(5);
+    for (const [clinic, max] of inFlight.maxByClinic) expect(max, clinic).toBeLessThanOrEqual(3);
+  });
+});

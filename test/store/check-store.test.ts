@@ -1,0 +1,742 @@
+/**
+ * The CheckStore contract, run against both implementations: SQLite (a temp file) and
+ * PostgreSQL (a unique schema per run). PostgreSQL must be reachable: an unreachable server
+ * fails these tests loudly instead of skipping them, so a green run always means both stores.
+ */
+import { randomUUID } from 'node:crypto';
+import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import type { CoverageEligibilityRequest, CoverageEligibilityResponse } from 'fhir/r4.js';
+import pg from 'pg';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { openStore } from '../../src/checks/open-store.js';
+import type {
+  CerOutcome,
+  Check,
+  CheckState,
+  CheckStore,
+  ClaimOptions,
+  NewCheck,
+} from '../../src/checks/store.js';
+import { SLOT_STATES } from '../../src/checks/store.js';
+
+const PG_URL = process.env.TEST_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
+const T0 = Date.UTC(2025, 0, 1, 8, 0, 0);
+const LEASE_MS = 30_000;
+
+// ---- factory -------------------------------------------------------------------------------
+
+interface CheckSpec {
+  tenantId?: string;
+  idempotencyKey?: string | null;
+  patientKey?: string | null;
+  state?: CheckState;
+  outcome?: CerOutcome;
+  now?: number;
+  nextRunAt?: number;
+  deadlineAt?: number;
+}
+
+/** A minimal valid NewCheck; only what a test names differs between checks. */
+function newCheck(spec: CheckSpec = {}): NewCheck {
+  const id = randomUUID();
+  const now = spec.now ?? T0;
+  const outcome = spec.outcome ?? 'queued';
+  const request: CoverageEligibilityRequest = {
+    resourceType: 'CoverageEligibilityRequest',
+    id,
+    status: 'active',
+    purpose: ['benefits'],
+    patient: { reference: 'Patient/p1' },
+    created: '2025-01-01',
+    insurer: { identifier: { system: 'urn:payer', value: 'DAMAN' } },
+  };
+  const cer: CoverageEligibilityResponse = {
+    resourceType: 'CoverageEligibilityResponse',
+    id,
+    status: 'active',
+    purpose: ['benefits'],
+    patient: { reference: 'Patient/p1' },
+    created: new Date(now).toISOString(),
+    request: { reference: `CoverageEligibilityRequest/${id}` },
+    outcome,
+    insurer: { identifier: { system: 'urn:payer', value: 'DAMAN' } },
+  };
+  return {
+    id,
+    tenantId: spec.tenantId ?? 'tenant-a',
+    idempotencyKey: spec.idempotencyKey === undefined ? null : spec.idempotencyKey,
+    payerCode: 'DAMAN',
+    isSearchAll: false,
+    patientKey: spec.patientKey === undefined ? 'urn:eid|784-1990-1234567-1' : spec.patientKey,
+    request,
+    upstreamRequest: {
+      emirates_id: '784-1990-1234567-1',
+      id_type: 'EMIRATESID',
+      phone: '0500000000',
+      practice_id: 'P-001',
+      tpa_name: 'DAMAN',
+      payerName: 'Daman',
+      visit_type: 'OUTPATIENT',
+      name: 'Test Patient',
+      doctorName: 'Dr Test',
+      user_id: 'u1',
+      extra_args: { title: 'x', value: 'y', request_start_time: now },
+    },
+    state: spec.state ?? 'waiting',
+    upstreamTaskId: null,
+    upstreamStatus: null,
+    tasksCreated: 0,
+    pollFailures: 0,
+    nextRunAt: spec.nextRunAt ?? now,
+    deadlineAt: spec.deadlineAt ?? now + 60_000,
+    envelope: null,
+    cer,
+    outcome,
+    now,
+  };
+}
+
+function cerWith(check: Check, outcome: CerOutcome): CoverageEligibilityResponse {
+  return { ...check.cer, outcome, disposition: `now ${outcome}` };
+}
+
+function claimOptions(owner: string, now: number, overrides: Partial<ClaimOptions> = {}): ClaimOptions {
+  return { owner, now, leaseMs: LEASE_MS, limit: 100, maxInFlight: () => 10, ...overrides };
+}
+
+async function insertAll(store: CheckStore, specs: CheckSpec[]): Promise<Check[]> {
+  const checks: Check[] = [];
+  // One at a time: arrival order is part of what the claim tests check.
+  for (const spec of specs) checks.push((await store.insert(newCheck(spec))).check);
+  return checks;
+}
+
+/** Finishes a claimed check the way the lifecycle does: final CER, then drop the lease. */
+async function finish(store: CheckStore, check: Check, owner: string, now: number): Promise<void> {
+  const done = await store.update(
+    check.id,
+    owner,
+    { state: 'done', cer: cerWith(check, 'complete'), outcome: 'complete' },
+    now,
+  );
+  expect(done?.state).toBe('done');
+  await store.release(check.id, owner);
+}
+
+async function slotCounts(store: CheckStore): Promise<Map<string, number>> {
+  const counts = new Map<string, number>();
+  for (const row of await store.countByState()) {
+    if (SLOT_STATES.includes(row.state))
+      counts.set(row.tenantId, (counts.get(row.tenantId) ?? 0) + row.count);
+  }
+  return counts;
+}
+
+// ---- backends ------------------------------------------------------------------------------
+
+/** One kind of store; every `create` is an empty database (file or schema) of its own. */
+interface Backend {
+  name: string;
+  setup(): Promise<void>;
+  /** A new empty database; returns how to open it. */
+  create(): string;
+  open(location: string): Promise<CheckStore>;
+  teardown(): Promise<void>;
+}
+
+function sqliteBackend(): Backend {
+  let dir = '';
+  return {
+    name: 'sqlite',
+    setup() {
+      dir = mkdtempSync(join(tmpdir(), 'check-store-'));
+      return Promise.resolve();
+    },
+    create: () => `sqlite:${join(dir, `${randomUUID()}.db`)}`,
+    open: (location) => openStore(location),
+    teardown() {
+      if (dir) rmSync(dir, { recursive: true, force: true });
+      return Promise.resolve();
+    },
+  };
+}
+
+function postgresBackend(): Backend {
+  const run = `store_test_${process.pid}_${Date.now()}`;
+  const schemas: string[] = [];
+  return {
+    name: 'postgres',
+    async setup() {
+      const client = new pg.Client({ connectionString: PG_URL, connectionTimeoutMillis: 5000 });
+      try {
+        await client.connect();
+        await client.query('SELECT 1');
+      } catch (error) {
+        throw new Error(
+          `PostgreSQL is unreachable at ${PG_URL} (${error instanceof Error ? error.message : String(error)}). ` +
+            'The store tests need it: start PostgreSQL (user postgres, trust auth, database test) or set TEST_DATABASE_URL.',
+        );
+      } finally {
+        await client.end().catch(() => undefined);
+      }
+    },
+    create() {
+      const schema = `${run}_${schemas.length}`;
+      schemas.push(schema);
+      return schema;
+    },
+    open: (schema) => openStore(PG_URL, { schema }),
+    async teardown() {
+      if (schemas.length === 0) return;
+      const client = new pg.Client({ connectionString: PG_URL });
+      await client.connect();
+      try {
+        for (const schema of schemas) await client.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
+      } finally {
+        await client.end();
+      }
+    },
+  };
+}
+
+// ---- the contract --------------------------------------------------------------------------
+
+describe.each([sqliteBackend(), postgresBackend()])('CheckStore on $name', (backend) => {
+  const opened: CheckStore[] = [];
+
+  /** Opens (and migrates) a store on a database, new unless one is given. */
+  async function storeOn(location = backend.create()): Promise<CheckStore> {
+    const store = await backend.open(location);
+    opened.push(store);
+    await store.migrate();
+    return store;
+  }
+
+  beforeAll(async () => {
+    await backend.setup();
+  });
+
+  afterEach(async () => {
+    await Promise.all(opened.splice(0).map((store) => store.close()));
+  });
+
+  afterAll(async () => {
+    await backend.teardown();
+  });
+
+  it('reports its kind and answers ping', async () => {
+    const store = await storeOn();
+    expect(store.kind).toBe(backend.name);
+    await expect(store.ping()).resolves.toBeUndefined();
+  });
+
+  it('migrate is idempotent and keeps data', async () => {
+    const location = backend.create();
+    const store = await storeOn(location);
+    const { check } = await store.insert(newCheck());
+    await store.migrate();
+    await store.migrate();
+    const second = await storeOn(location);
+    await second.migrate();
+    expect(await second.get(check.tenantId, check.id)).toEqual(check);
+  });
+
+  it('inserts a check and reads it back as written', async () => {
+    const store = await storeOn();
+    const input = newCheck({ idempotencyKey: 'urn:req|1', now: T0 + 5 });
+    const { check, created } = await store.insert(input);
+    expect(created).toBe(true);
+    const { now: _now, ...fields } = input;
+    expect(check).toEqual({
+      ...fields,
+      cer: { ...input.cer, meta: { versionId: '1', lastUpdated: new Date(T0 + 5).toISOString() } },
+      version: 1,
+      leaseOwner: null,
+      leaseUntil: null,
+      asyncStopped: false,
+      createdAt: T0 + 5,
+      updatedAt: T0 + 5,
+    });
+    expect(await store.get(input.tenantId, input.id)).toEqual(check);
+    expect(await store.get(input.tenantId, randomUUID())).toBeNull();
+    // The read path's raw CER: the same resource as JSON text, tenant-scoped.
+    const stored = await store.getCerJson(input.tenantId, input.id);
+    expect(stored && { ...stored, json: JSON.parse(stored.json) as unknown }).toEqual({
+      json: check.cer,
+      version: 1,
+      updatedAt: T0 + 5,
+    });
+    expect(await store.getCerJson('another-tenant', input.id)).toBeNull();
+    expect(await store.getCerVersion(input.tenantId, input.id)).toEqual({ version: 1, updatedAt: T0 + 5 });
+    expect(await store.getCerVersion('another-tenant', input.id)).toBeNull();
+  });
+
+  it('insert is idempotent per tenant and idempotency key', async () => {
+    const store = await storeOn();
+    const first = await store.insert(newCheck({ idempotencyKey: 'urn:req|42' }));
+    const again = await store.insert(newCheck({ idempotencyKey: 'urn:req|42', now: T0 + 1000 }));
+    expect(again.created).toBe(false);
+    expect(again.check).toEqual(first.check);
+
+    const otherTenant = await store.insert(newCheck({ tenantId: 'tenant-b', idempotencyKey: 'urn:req|42' }));
+    expect(otherTenant.created).toBe(true);
+    expect(otherTenant.check.id).not.toBe(first.check.id);
+
+    const noKey1 = await store.insert(newCheck({ idempotencyKey: null }));
+    const noKey2 = await store.insert(newCheck({ idempotencyKey: null }));
+    expect(noKey1.created && noKey2.created).toBe(true);
+    expect(noKey1.check.id).not.toBe(noKey2.check.id);
+    expect((await store.search('tenant-a', {}, { count: 10, offset: 0 })).total).toBe(3);
+  });
+
+  it('keeps tenants apart in get and search', async () => {
+    const store = await storeOn();
+    const { check } = await store.insert(newCheck({ tenantId: 'tenant-a' }));
+    await store.insert(newCheck({ tenantId: 'tenant-b' }));
+    expect(await store.get('tenant-b', check.id)).toBeNull();
+    expect(await store.get('tenant-a', check.id)).not.toBeNull();
+    const b = await store.search('tenant-b', { requestId: check.id }, { count: 10, offset: 0 });
+    expect(b).toEqual({ total: 0, checks: [] });
+    const all = await store.search('tenant-b', {}, { count: 10, offset: 0 });
+    expect(all.total).toBe(1);
+    expect(all.checks.every((c) => c.tenantId === 'tenant-b')).toBe(true);
+  });
+
+  it('update needs the latest claim and bumps the version only with a CER', async () => {
+    const store = await storeOn();
+    const { check } = await store.insert(newCheck());
+    // Without any lease nobody may write.
+    expect(await store.update(check.id, 'owner-a', { pollFailures: 1 }, T0)).toBeNull();
+
+    const [claimed] = await store.claimDue(claimOptions('owner-a', T0));
+    expect(claimed?.id).toBe(check.id);
+    expect(await store.update(check.id, 'owner-b', { pollFailures: 1 }, T0 + 1)).toBeNull();
+    expect(await store.get(check.tenantId, check.id)).toEqual(claimed);
+    // After the lease ran out the holder may still write while nobody claimed the check since...
+    const late = await store.update(check.id, 'owner-a', { pollFailures: 0 }, T0 + LEASE_MS);
+    expect(late?.pollFailures).toBe(0);
+    // ...and not once another claim took it.
+    await store.claimDue(claimOptions('owner-c', T0 + LEASE_MS + 1));
+    expect(await store.update(check.id, 'owner-a', { pollFailures: 1 }, T0 + LEASE_MS + 2)).toBeNull();
+    await store.release(check.id, 'owner-c');
+    await store.claimDue(claimOptions('owner-a', T0 + LEASE_MS + 3));
+
+    const envelope = { task_id: 't-1', status: 'NAVIGATING_WEBSITE', nested: { list: [1, 'two'] } };
+    const quiet = await store.update(
+      check.id,
+      'owner-a',
+      {
+        state: 'polling',
+        upstreamTaskId: 't-1',
+        upstreamStatus: 'NAVIGATING_WEBSITE',
+        envelope,
+        nextRunAt: T0 + 500,
+      },
+      T0 + 10,
+    );
+    expect(quiet).toMatchObject({
+      state: 'polling',
+      upstreamTaskId: 't-1',
+      upstreamStatus: 'NAVIGATING_WEBSITE',
+      envelope,
+      nextRunAt: T0 + 500,
+      version: 1,
+      updatedAt: T0,
+      leaseOwner: 'owner-a',
+    });
+    expect(quiet?.cer.meta?.versionId).toBe('1');
+
+    const cer = cerWith(check, 'complete');
+    const changed = await store.update(check.id, 'owner-a', { cer, outcome: 'complete' }, T0 + 20);
+    expect(changed).toMatchObject({ version: 2, updatedAt: T0 + 20, outcome: 'complete', state: 'polling' });
+    expect(changed?.cer).toEqual({
+      ...cer,
+      meta: { versionId: '2', lastUpdated: new Date(T0 + 20).toISOString() },
+    });
+    expect(await store.get(check.tenantId, check.id)).toEqual(changed);
+
+    const again = await store.update(check.id, 'owner-a', { cer: cerWith(check, 'error') }, T0 + 30);
+    expect(again?.version).toBe(3);
+    expect(again?.cer.meta?.versionId).toBe('3');
+    // An empty patch changes nothing but still reports whether the lease is held.
+    expect(await store.update(check.id, 'owner-a', {}, T0 + 40)).toEqual(again);
+    expect(await store.update(check.id, 'owner-b', {}, T0 + 40)).toBeNull();
+  });
+
+  it('claimDue starts waiting checks only within maxInFlight, in arrival order', async () => {
+    const store = await storeOn();
+    const waiting = await insertAll(
+      store,
+      [0, 1, 2, 3, 4].map((i) => ({ tenantId: 'tenant-a', now: T0 + i })),
+    );
+    const other = await insertAll(store, [{ tenantId: 'tenant-b', now: T0 }]);
+    const options = claimOptions('owner-a', T0 + 10, {
+      maxInFlight: (tenantId) => (tenantId === 'tenant-a' ? 2 : 1),
+    });
+
+    const first = await store.claimDue(options);
+    const a = first.filter((c) => c.tenantId === 'tenant-a');
+    expect(a.map((c) => c.id)).toEqual([waiting[0]!.id, waiting[1]!.id]);
+    expect(first.map((c) => c.id)).toContain(other[0]!.id);
+    for (const c of first) {
+      expect(c).toMatchObject({ state: 'starting', leaseOwner: 'owner-a', leaseUntil: T0 + 10 + LEASE_MS });
+    }
+    expect((await slotCounts(store)).get('tenant-a')).toBe(2);
+
+    // Leased rows are not claimed again, and tenant-a has no free slot.
+    expect(await store.claimDue({ ...options, owner: 'owner-b' })).toEqual([]);
+
+    // One finishes: exactly one more may start, the next in arrival order.
+    await finish(store, a[0]!, 'owner-a', T0 + 20);
+    const next = await store.claimDue({ ...options, now: T0 + 30 });
+    expect(next.map((c) => c.id)).toEqual([waiting[2]!.id]);
+    expect((await slotCounts(store)).get('tenant-a')).toBe(2);
+    const stillWaiting = await Promise.all([3, 4].map((i) => store.get('tenant-a', waiting[i]!.id)));
+    expect(stillWaiting.map((c) => c?.state)).toEqual(['waiting', 'waiting']);
+  });
+
+  it('claimDue takes expired leases back and leaves live ones, done and future rows alone', async () => {
+    const store = await storeOn();
+    const [due, done, future] = await insertAll(store, [
+      { now: T0 },
+      { now: T0 + 1 },
+      { now: T0, nextRunAt: T0 + 50_000 },
+    ]);
+    const [first] = await store.claimDue(claimOptions('owner-a', T0));
+    expect(first?.id).toBe(due!.id);
+    // `done` becomes due a moment later and is finished.
+    const [second] = await store.claimDue(claimOptions('owner-a', T0 + 1));
+    expect(second?.id).toBe(done!.id);
+    await finish(store, second!, 'owner-a', T0 + 2);
+
+    // `due` is leased by owner-a until T0 + LEASE_MS.
+    expect(await store.claimDue(claimOptions('owner-b', T0 + LEASE_MS - 1))).toEqual([]);
+    const retaken = await store.claimDue(claimOptions('owner-b', T0 + LEASE_MS));
+    expect(retaken.map((c) => c.id)).toEqual([due!.id]);
+    expect(retaken[0]).toMatchObject({
+      state: 'starting',
+      leaseOwner: 'owner-b',
+      leaseUntil: T0 + 2 * LEASE_MS,
+    });
+    // The old owner lost it.
+    expect(await store.update(due!.id, 'owner-a', { pollFailures: 3 }, T0 + LEASE_MS + 1)).toBeNull();
+
+    const later = await store.claimDue(claimOptions('owner-c', T0 + 50_000));
+    expect(later.map((c) => c.id)).toEqual([future!.id]);
+  });
+
+  it('claimDue honours the limit and the order of due work', async () => {
+    const store = await storeOn();
+    const checks = await insertAll(
+      store,
+      [5, 1, 3, 2, 4].map((i) => ({ now: T0 + i })),
+    );
+    const byArrival = [...checks].sort((x, y) => x.createdAt - y.createdAt).map((c) => c.id);
+    const first = await store.claimDue(claimOptions('o', T0 + 10, { limit: 2 }));
+    expect(first.map((c) => c.id)).toEqual(byArrival.slice(0, 2));
+    const rest = await store.claimDue(claimOptions('o', T0 + 10, { limit: 10 }));
+    expect(rest.map((c) => c.id)).toEqual(byArrival.slice(2));
+    expect(await store.claimDue(claimOptions('o', T0 + 10, { limit: 0 }))).toEqual([]);
+  });
+
+  it('two store instances claiming in parallel never share a check or exceed maxInFlight', async () => {
+    const location = backend.create();
+    const one = await storeOn(location);
+    const two = await storeOn(location);
+    const maxInFlight = (tenantId: string) => (tenantId === 'tenant-a' ? 3 : 2);
+    const specs: CheckSpec[] = [];
+    for (let i = 0; i < 30; i += 1)
+      specs.push({ tenantId: i % 2 === 0 ? 'tenant-a' : 'tenant-b', now: T0 + i });
+    const all = await insertAll(one, specs);
+
+    const started = new Map<string, string>();
+    let now = T0 + 100;
+    for (let round = 0; round < 60 && started.size < all.length; round += 1) {
+      now += 10;
+      const claimers = [one, two, one, two].map((store, i) => ({ store, owner: `owner-${round}-${i}` }));
+      const results = await Promise.all(
+        claimers.map(({ store, owner }) =>
+          store.claimDue(claimOptions(owner, now, { limit: 4, maxInFlight })),
+        ),
+      );
+      const ids = results.flat().map((c) => c.id);
+      expect(new Set(ids).size, `round ${round}: a check was claimed twice`).toBe(ids.length);
+      const counts = await slotCounts(one);
+      expect(counts.get('tenant-a') ?? 0).toBeLessThanOrEqual(3);
+      expect(counts.get('tenant-b') ?? 0).toBeLessThanOrEqual(2);
+      // Finish what was claimed, half on each instance, so more can start next round.
+      await Promise.all(
+        results.flatMap((checks, i) =>
+          checks.map(async (check) => {
+            const { store, owner } = claimers[i]!;
+            expect(check.state).toBe('starting');
+            expect(started.has(check.id), `${check.id} started twice`).toBe(false);
+            started.set(check.id, owner);
+            await finish(store, check, owner, now + 1);
+          }),
+        ),
+      );
+    }
+    expect(started.size).toBe(all.length);
+    const final = await one.countByState();
+    expect(final.filter((r) => r.state !== 'done')).toEqual([]);
+  });
+
+  it('release and releaseAll drop only that owner’s leases', async () => {
+    const store = await storeOn();
+    await insertAll(store, [{}, {}, {}]);
+    const mine = await store.claimDue(claimOptions('owner-a', T0, { limit: 2 }));
+    const theirs = await store.claimDue(claimOptions('owner-b', T0));
+    expect(mine).toHaveLength(2);
+    expect(theirs).toHaveLength(1);
+
+    await store.release(mine[0]!.id, 'owner-b'); // not the holder: no effect
+    expect(await store.claimDue(claimOptions('owner-c', T0 + 1))).toEqual([]);
+    await store.release(mine[0]!.id, 'owner-a');
+    const released = await store.get('tenant-a', mine[0]!.id);
+    expect(released).toMatchObject({ leaseOwner: null, leaseUntil: null, state: 'starting' });
+    expect((await store.claimDue(claimOptions('owner-c', T0 + 1))).map((c) => c.id)).toEqual([mine[0]!.id]);
+
+    await store.releaseAll('owner-a');
+    expect((await store.claimDue(claimOptions('owner-c', T0 + 2))).map((c) => c.id)).toEqual([mine[1]!.id]);
+    expect((await store.get('tenant-a', theirs[0]!.id))?.leaseOwner).toBe('owner-b');
+  });
+
+  it("update with the caller's copy returns exactly what a read gives, without reading it back", async () => {
+    const store = await storeOn();
+    await insertAll(store, [{}]);
+    const [claimed] = await store.claimDue(claimOptions('owner-a', T0));
+    const withCer = await store.update(
+      claimed!.id,
+      'owner-a',
+      { state: 'polling', upstreamTaskId: 'task-9', cer: { ...claimed!.cer, disposition: 'changed' } },
+      T0 + 7,
+      claimed,
+    );
+    expect(withCer).toEqual(await store.get(claimed!.tenantId, claimed!.id));
+    const withoutCer = await store.update(claimed!.id, 'owner-a', { pollFailures: 2 }, T0 + 8, withCer!);
+    expect(withoutCer).toEqual(await store.get(claimed!.tenantId, claimed!.id));
+    expect(await store.update(claimed!.id, 'owner-b', { pollFailures: 3 }, T0 + 9, withoutCer!)).toBeNull();
+  });
+
+  it('releaseAll(owner) drops the claim tokens owner:round, not another owner with a longer name', async () => {
+    const store = await storeOn();
+    await insertAll(store, [{}, {}, {}]);
+    const [a1] = await store.claimDue(claimOptions('replica-a:1', T0, { limit: 1 }));
+    const [a2] = await store.claimDue(claimOptions('replica-a:2', T0, { limit: 1 }));
+    const [other] = await store.claimDue(claimOptions('replica-ab:1', T0, { limit: 1 }));
+    await store.releaseAll('replica-a');
+    expect((await store.get('tenant-a', a1!.id))?.leaseOwner).toBeNull();
+    expect((await store.get('tenant-a', a2!.id))?.leaseOwner).toBeNull();
+    expect((await store.get('tenant-a', other!.id))?.leaseOwner).toBe('replica-ab:1');
+  });
+
+  it('a step holding an older claim token of a re-claimed check cannot write', async () => {
+    const store = await storeOn();
+    await insertAll(store, [{}]);
+    const [first] = await store.claimDue(claimOptions('replica-a:1', T0, { leaseMs: 10 }));
+    // The lease runs out; the same replica claims the check again in a later round.
+    const [again] = await store.claimDue(claimOptions('replica-a:2', T0 + 100));
+    expect(again?.id).toBe(first?.id);
+    expect(await store.update(first!.id, 'replica-a:1', { state: 'creating' }, T0 + 101)).toBeNull();
+    expect(await store.update(again!.id, 'replica-a:2', { state: 'creating' }, T0 + 101)).not.toBeNull();
+  });
+
+  it('stopAsyncTracking marks the tenant’s check without a lease', async () => {
+    const store = await storeOn();
+    const { check } = await store.insert(newCheck());
+    await store.stopAsyncTracking('tenant-b', check.id);
+    expect((await store.get('tenant-a', check.id))?.asyncStopped).toBe(false);
+    await store.stopAsyncTracking('tenant-a', check.id);
+    const stopped = await store.get('tenant-a', check.id);
+    expect(stopped?.asyncStopped).toBe(true);
+    expect(stopped?.version).toBe(1);
+  });
+
+  it('search filters, orders newest first and pages', async () => {
+    const store = await storeOn();
+    const [c1, c2, c3, c4, c5] = await insertAll(store, [
+      { now: T0 + 1000, patientKey: 'urn:eid|111', outcome: 'queued' },
+      { now: T0 + 2000, patientKey: 'urn:other|111', outcome: 'complete' },
+      { now: T0 + 3000, patientKey: 'urn:eid|222', outcome: 'complete' },
+      { now: T0 + 4000, patientKey: null, outcome: 'error' },
+      { now: T0 + 5000, patientKey: 'urn:eid|111', outcome: 'complete' },
+    ]);
+    await store.insert(newCheck({ tenantId: 'tenant-b', patientKey: 'urn:eid|111', now: T0 + 6000 }));
+    const page = { count: 10, offset: 0 };
+    const ids = async (filters: Parameters<CheckStore['search']>[1], p = page) =>
+      (await store.search('tenant-a', filters, p)).checks.map((c) => c.id);
+
+    expect(await ids({})).toEqual([c5!.id, c4!.id, c3!.id, c2!.id, c1!.id]);
+    expect(await ids({ requestId: c3!.id })).toEqual([c3!.id]);
+    expect(await ids({ patientKey: 'urn:eid|111' })).toEqual([c5!.id, c1!.id]);
+    expect(await ids({ patientKey: '111' })).toEqual([c5!.id, c2!.id, c1!.id]);
+    expect(await ids({ patientKey: 'urn:eid|999' })).toEqual([]);
+    expect(await ids({ outcome: 'complete' })).toEqual([c5!.id, c3!.id, c2!.id]);
+    expect(await ids({ updatedFrom: T0 + 2000 })).toEqual([c5!.id, c4!.id, c3!.id, c2!.id]);
+    expect(await ids({ updatedBefore: T0 + 2000 })).toEqual([c1!.id]);
+    expect(await ids({ updatedFrom: T0 + 2000, updatedBefore: T0 + 4000 })).toEqual([c3!.id, c2!.id]);
+    expect(await ids({ outcome: 'complete', patientKey: '111', updatedBefore: T0 + 5000 })).toEqual([c2!.id]);
+
+    // Paging: total is the whole match, the page is a window of the newest-first order.
+    const first = await store.search('tenant-a', {}, { count: 2, offset: 0 });
+    const second = await store.search('tenant-a', {}, { count: 2, offset: 2 });
+    const last = await store.search('tenant-a', {}, { count: 2, offset: 4 });
+    const beyond = await store.search('tenant-a', {}, { count: 2, offset: 10 });
+    expect([first.total, second.total, last.total, beyond.total]).toEqual([5, 5, 5, 5]);
+    expect([...first.checks, ...second.checks, ...last.checks].map((c) => c.id)).toEqual(await ids({}));
+    expect(beyond.checks).toEqual([]);
+    const filtered = await store.search('tenant-a', { outcome: 'complete' }, { count: 1, offset: 1 });
+    expect(filtered.total).toBe(3);
+    expect(filtered.checks.map((c) => c.id)).toEqual([c3!.id]);
+    expect((await store.search('tenant-a', {}, { count: 0, offset: 0 })).total).toBe(5);
+  });
+
+  it('search sees updatedAt move when the CER changes', async () => {
+    const store = await storeOn();
+    const [old, recent] = await insertAll(store, [{ now: T0 }, { now: T0 + 10 }]);
+    const [claimed] = await store.claimDue(claimOptions('o', T0 + 20, { limit: 1 }));
+    expect(claimed?.id).toBe(old!.id);
+    await store.update(old!.id, 'o', { cer: cerWith(old!, 'complete'), outcome: 'complete' }, T0 + 30);
+    const found = await store.search('tenant-a', {}, { count: 10, offset: 0 });
+    expect(found.checks.map((c) => c.id)).toEqual([old!.id, recent!.id]);
+    expect(found.checks[0]?.updatedAt).toBe(T0 + 30);
+  });
+
+  it('stores, replaces, lists and deletes payer guards', async () => {
+    const store = await storeOn();
+    expect(await store.getGuard('tenant-a', 'DAMAN')).toBeNull();
+    const credentials = {
+      tenantId: 'tenant-a',
+      payerCode: 'DAMAN',
+      kind: 'credentials' as const,
+      until: null,
+      reason: 'invalid_credentials on check x',
+      openedAt: T0,
+    };
+    const backoff = { ...credentials, tenantId: 'tenant-b', kind: 'backoff' as const, until: T0 + 900_000 };
+    await store.putGuard(credentials);
+    await store.putGuard(backoff);
+    expect(await store.getGuard('tenant-a', 'DAMAN')).toEqual(credentials);
+    expect(await store.getGuard('tenant-a', 'NAS')).toBeNull();
+    expect(await store.listGuards()).toEqual([credentials, backoff]);
+
+    const replaced = {
+      ...credentials,
+      kind: 'backoff' as const,
+      until: T0 + 5,
+      reason: 'again',
+      openedAt: T0 + 1,
+    };
+    await store.putGuard(replaced);
+    expect(await store.getGuard('tenant-a', 'DAMAN')).toEqual(replaced);
+    expect(await store.listGuards()).toHaveLength(2);
+
+    expect(await store.deleteGuard('tenant-a', 'DAMAN')).toBe(true);
+    expect(await store.deleteGuard('tenant-a', 'DAMAN')).toBe(false);
+    expect(await store.getGuard('tenant-a', 'DAMAN')).toBeNull();
+    expect(await store.listGuards()).toEqual([backoff]);
+  });
+
+  it('listOverdue returns unfinished checks past their deadline, oldest first', async () => {
+    const store = await storeOn();
+    const [late2, late1, onTime, finished] = await insertAll(store, [
+      { deadlineAt: T0 + 200 },
+      { deadlineAt: T0 + 100, tenantId: 'tenant-b' },
+      { deadlineAt: T0 + 10_000 },
+      { deadlineAt: T0 + 50 },
+    ]);
+    const claimed = await store.claimDue(claimOptions('o', T0));
+    const toFinish = claimed.find((c) => c.id === finished!.id);
+    await finish(store, toFinish!, 'o', T0 + 1);
+    const overdue = await store.listOverdue(T0 + 1000);
+    expect(overdue.map((c) => c.id)).toEqual([late1!.id, late2!.id]);
+    expect(overdue.map((c) => c.id)).not.toContain(onTime!.id);
+    expect(await store.listOverdue(T0 + 200)).toHaveLength(1); // deadline strictly before now
+  });
+
+  it('countByState counts per tenant, state and outcome', async () => {
+    const store = await storeOn();
+    await insertAll(store, [{}, {}, { tenantId: 'tenant-b' }, { tenantId: 'tenant-b', outcome: 'error' }]);
+    const [claimed] = await store.claimDue(claimOptions('o', T0, { limit: 1 }));
+    expect(claimed?.tenantId).toBeDefined();
+    const counts = await store.countByState();
+    const total = counts.reduce((sum, row) => sum + row.count, 0);
+    expect(total).toBe(4);
+    expect(counts.every((row) => typeof row.count === 'number')).toBe(true);
+    const find = (tenantId: string, state: CheckState, outcome: CerOutcome) =>
+      counts.find((r) => r.tenantId === tenantId && r.state === state && r.outcome === outcome)?.count ?? 0;
+    expect(find('tenant-b', 'waiting', 'error') + find('tenant-b', 'starting', 'error')).toBe(1);
+    expect(find(claimed!.tenantId, 'starting', claimed!.outcome)).toBe(1);
+    const waiting = counts.filter((r) => r.state === 'waiting').reduce((sum, r) => sum + r.count, 0);
+    expect(waiting).toBe(3);
+    expect(find('tenant-a', 'waiting', 'queued') + find('tenant-a', 'starting', 'queued')).toBe(2);
+  });
+
+  it('purgeBefore deletes only finished checks older than the cutoff', async () => {
+    const store = await storeOn();
+    const [oldDone, newDone, oldOpen] = await insertAll(store, [{ now: T0 }, { now: T0 }, { now: T0 }]);
+    const claimed = await store.claimDue(claimOptions('o', T0));
+    const byId = new Map(claimed.map((c) => [c.id, c]));
+    await finish(store, byId.get(oldDone!.id)!, 'o', T0 + 100);
+    await finish(store, byId.get(newDone!.id)!, 'o', T0 + 5000);
+    await store.putGuard({
+      tenantId: 'tenant-a',
+      payerCode: 'DAMAN',
+      kind: 'credentials',
+      until: null,
+      reason: 'r',
+      openedAt: T0,
+    });
+
+    expect(await store.purgeBefore(T0 + 1000)).toBe(1);
+    expect(await store.get('tenant-a', oldDone!.id)).toBeNull();
+    expect(await store.get('tenant-a', newDone!.id)).not.toBeNull();
+    expect(await store.get('tenant-a', oldOpen!.id)).not.toBeNull();
+    expect(await store.listGuards()).toHaveLength(1);
+    expect(await store.purgeBefore(T0 + 1000)).toBe(0);
+  });
+});
+
+describe('openStore', () => {
+  it('rejects an unknown scheme, naming DATABASE_URL and not the rest of the URL', async () => {
+    const message = await openStore('mysql://user:secret@host/db').then(
+      () => 'opened',
+      (error: unknown) => (error instanceof Error ? error.message : String(error)),
+    );
+    expect(message).toMatch(/DATABASE_URL/);
+    expect(message).toMatch(/mysql/);
+    expect(message).not.toMatch(/secret/);
+    await expect(openStore('not a url')).rejects.toThrow(/DATABASE_URL/);
+  });
+
+  it('creates the parent directory of a SQLite file, and accepts sqlite::memory:', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'open-store-'));
+    try {
+      const file = join(dir, 'nested', 'deeper', 'adapter.db');
+      const store = await openStore(`sqlite:${file}`);
+      await store.migrate();
+      expect(store.kind).toBe('sqlite');
+      expect(existsSync(file)).toBe(true);
+      await store.close();
+
+      const memory = await openStore('sqlite::memory:');
+      await memory.migrate();
+      const { created } = await memory.insert(newCheck());
+      expect(created).toBe(true);
+      await memory.close();
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it('opens PostgreSQL for postgres:// and postgresql:// without connecting', async () => {
+    for (const url of ['postgres://nobody@127.0.0.1:1/none', 'postgresql://nobody@127.0.0.1:1/none']) {
+      const store = await openStore(url);
+      expect(store.kind).toBe('postgres');
+      await store.close();
+    }
+  });
+});

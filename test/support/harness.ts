@@ -1,0 +1,153 @@
+/**
+ * Component-test harness: the real service (express, scheduler, store) against the sandbox
+ * upstream over real HTTP on local ports, with every log line captured for assertions.
+ */
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { PassThrough } from 'node:stream';
+import type { Config, Tenant } from '../../src/config.js';
+import { hashApiKey } from '../../src/config.js';
+import type { UpstreamPort } from '../../src/checks/upstream-port.js';
+import { createLogger } from '../../src/log.js';
+import type { RunningServer, ServerOverrides } from '../../src/server.js';
+import { startServer } from '../../src/server.js';
+import { startSandbox } from '../../src/upstream/sandbox/index.js';
+
+export const UPSTREAM_KEY = 'upstream-secret-key-for-tests-9f3a';
+export const TENANT_A_KEY = 'tenant-a-inbound-key-4b1d8e';
+export const TENANT_B_KEY = 'tenant-b-inbound-key-7c2f0a';
+
+export function tenant(id: string, inboundKey: string, maxInFlight = 3): Tenant {
+  return {
+    id,
+    apiKeyHashes: [hashApiKey(inboundKey)],
+    upstream: { apiKey: UPSTREAM_KEY, clinicId: `clinic-${id}`, clientId: 'EHR-1' },
+    practiceId: `P-${id}`,
+    maxInFlight,
+  };
+}
+
+export interface HarnessOptions {
+  timeScale?: number;
+  pollIntervalMs?: number;
+  submitWaitMs?: number;
+  checkTimeoutMs?: number;
+  searchAllTimeoutMs?: number;
+  maxInFlight?: number;
+  databaseUrl?: string;
+  faults?: { pollErrorRate?: number; latencyMs?: number };
+  overrides?: ServerOverrides;
+}
+
+export interface Harness {
+  url: string;
+  server: RunningServer;
+  sandbox: Awaited<ReturnType<typeof startSandbox>>;
+  /** Every log line the service wrote (level debug and up), raw JSON text. */
+  logs: string[];
+  auth: { Authorization: string };
+  authB: { Authorization: string };
+  stop(): Promise<void>;
+}
+
+/** A logger that writes into an array of raw JSON lines. */
+export function captureLogger(): { logger: ReturnType<typeof createLogger>; logs: string[] } {
+  const stream = new PassThrough();
+  const logs: string[] = [];
+  stream.on('data', (chunk: Buffer) => logs.push(...chunk.toString('utf8').split('\n').filter(Boolean)));
+  return { logger: createLogger('debug', stream), logs };
+}
+
+/** The service configuration the component tests use, against a given upstream URL. */
+export function testConfig(upstreamUrl: string, options: HarnessOptions = {}): Config {
+  const dir = mkdtempSync(join(tmpdir(), 'fea-'));
+  return {
+    port: 0,
+    host: '127.0.0.1',
+    publicBaseUrl: null,
+    upstreamBaseUrl: upstreamUrl,
+    databaseUrl: options.databaseUrl ?? `sqlite:${join(dir, 'adapter.db')}`,
+    tenants: [
+      tenant('clinic-a', TENANT_A_KEY, options.maxInFlight ?? 3),
+      tenant('clinic-b', TENANT_B_KEY, options.maxInFlight ?? 3),
+    ],
+    sandbox: false,
+    pollIntervalMs: options.pollIntervalMs ?? 50,
+    submitWaitMs: options.submitWaitMs ?? 5000,
+    checkTimeoutMs: options.checkTimeoutMs ?? 20_000,
+    searchAllTimeoutMs: options.searchAllTimeoutMs ?? 30_000,
+    sourceFhirBaseUrl: null,
+    logLevel: 'debug',
+    metricsToken: null,
+    retentionDays: 30,
+    leaseMs: 60_000,
+    submitRatePerMinute: 10_000,
+    sandboxTimeScale: 1,
+  };
+}
+
+/** Starts sandbox + service. Call stop() in afterAll. */
+export async function startHarness(options: HarnessOptions = {}): Promise<Harness> {
+  const sandbox = await startSandbox({
+    port: 0,
+    timeScale: options.timeScale ?? 0.02,
+    apiKeys: [UPSTREAM_KEY],
+  });
+  if (options.faults) sandbox.control.setFaults(options.faults);
+  const { logger, logs } = captureLogger();
+  const server = await startServer(testConfig(sandbox.url, options), logger, options.overrides);
+  return {
+    url: server.url,
+    server,
+    sandbox,
+    logs,
+    auth: { Authorization: `Bearer ${TENANT_A_KEY}` },
+    authB: { Authorization: `Bearer ${TENANT_B_KEY}` },
+    async stop() {
+      await server.stop();
+      // A test may have closed the sandbox already (upstream-down cases).
+      await sandbox.close().catch(() => undefined);
+    },
+  };
+}
+
+/** Wraps an upstream port and counts calls, so a test can prove no duplicate task was created. */
+export function countingUpstream(counts: {
+  create: number;
+  poll: number;
+}): (inner: UpstreamPort) => UpstreamPort {
+  return (inner) => ({
+    createTask: (creds, body) => {
+      counts.create += 1;
+      return inner.createTask(creds, body);
+    },
+    getResult: (creds, id) => {
+      counts.poll += 1;
+      return inner.getResult(creds, id);
+    },
+    health: () => inner.health(),
+  });
+}
+
+const TERMINAL = new Set(['PROCESS_COMPLETE', 'CANCELLED', 'FAILED']);
+
+/**
+ * Samples the sandbox every 20 ms and keeps, per clinic, the largest number of its tasks seen in
+ * flight at once (the upstream's view of maxInFlight).
+ */
+export function trackInFlight(sandbox: Awaited<ReturnType<typeof startSandbox>>): {
+  maxByClinic: Map<string, number>;
+  stop(): void;
+} {
+  const maxByClinic = new Map<string, number>();
+  const timer = setInterval(() => {
+    const running = new Map<string, number>();
+    for (const task of sandbox.control.tasks()) {
+      if (!TERMINAL.has(task.status)) running.set(task.clinicId, (running.get(task.clinicId) ?? 0) + 1);
+    }
+    for (const [clinic, count] of running)
+      maxByClinic.set(clinic, Math.max(maxByClinic.get(clinic) ?? 0, count));
+  }, 20);
+  return { maxByClinic, stop: () => clearInterval(timer) };
+}

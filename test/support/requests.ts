@@ -1,0 +1,71 @@
+/**
+ * Real-looking FHIR inputs for component tests, built the way an EHR would send them.
+ */
+import type { CoverageEligibilityRequest, Organization, Patient } from 'fhir/r4.js';
+
+const V2_0203 = 'http://terminology.hl7.org/CodeSystem/v2-0203';
+
+export interface RequestOptions {
+  /** Emirates ID (type NI) or, with `cardNumber`, a member card (type MB). */
+  emiratesId?: string;
+  cardNumber?: string;
+  payer?: string;
+  /** The idempotency key value; a fresh one is made when absent. */
+  identifier?: string | null;
+  discovery?: boolean;
+  category?: string;
+}
+
+let counter = 0;
+
+/** A CoverageEligibilityRequest with its Patient and insurer Organization contained. */
+export function eligibilityRequest(options: RequestOptions = {}): CoverageEligibilityRequest {
+  counter += 1;
+  const identifierValue =
+    options.identifier === undefined ? `visit-${Date.now()}-${counter}` : options.identifier;
+  const patientIdentifier = options.cardNumber
+    ? { type: { coding: [{ system: V2_0203, code: 'MB' }] }, value: options.cardNumber }
+    : {
+        type: { coding: [{ system: V2_0203, code: 'NI' }] },
+        system: 'http://uae.gov/fhir/identifier/emirates-id',
+        value: options.emiratesId ?? '784-1990-1234567-1',
+      };
+  const patient: Patient = {
+    resourceType: 'Patient',
+    id: 'pat',
+    identifier: [patientIdentifier],
+    name: [{ given: ['Aisha'], family: 'Testpatient' }],
+    birthDate: '1988-04-12',
+    telecom: [{ system: 'phone', value: '+971501112233' }],
+  };
+  const payer: Organization = {
+    resourceType: 'Organization',
+    id: 'payer',
+    identifier: [{ type: { coding: [{ system: V2_0203, code: 'NIIP' }] }, value: options.payer ?? 'DAMAN' }],
+    name: options.payer ?? 'Daman',
+  };
+  const request: CoverageEligibilityRequest = {
+    resourceType: 'CoverageEligibilityRequest',
+    status: 'active',
+    purpose: options.discovery ? ['discovery'] : ['benefits', 'validation'],
+    created: '2026-11-22',
+    patient: { reference: '#pat' },
+    insurer: options.discovery ? { display: 'Any payer' } : { reference: '#payer' },
+    item: [
+      {
+        category: {
+          coding: [
+            {
+              system: 'http://terminology.hl7.org/CodeSystem/ex-benefitcategory',
+              code: options.category ?? '3',
+            },
+          ],
+        },
+      },
+    ],
+    contained: options.discovery ? [patient] : [patient, payer],
+  };
+  if (identifierValue !== null)
+    request.identifier = [{ system: 'urn:example:ehr:eligibility', value: identifierValue }];
+  return request;
+}

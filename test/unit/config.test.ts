@@ -1,0 +1,88 @@
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { ConfigError, hashApiKey, loadConfig } from '../../src/config.js';
+
+function tenantsFile(content: unknown): string {
+  const dir = mkdtempSync(join(tmpdir(), 'tenants-'));
+  const file = join(dir, 'tenants.json');
+  writeFileSync(file, typeof content === 'string' ? content : JSON.stringify(content));
+  return file;
+}
+
+const tenant = {
+  id: 'clinic-a',
+  apiKeys: [`sha256:${hashApiKey('key-a')}`],
+  upstream: { apiKey: 'env:CLINIC_A_KEY', clinicId: 'C-001', clientId: 'EHR-1' },
+  practiceId: 'P-001',
+  maxInFlight: 2,
+};
+
+describe('loadConfig', () => {
+  it('uses the documented defaults and the sandbox tenant when nothing is set', () => {
+    const config = loadConfig({});
+    expect(config).toMatchObject({
+      port: 8080,
+      host: '0.0.0.0',
+      publicBaseUrl: null,
+      upstreamBaseUrl: null,
+      sandbox: true,
+      databaseUrl: 'sqlite:data/adapter.db',
+      pollIntervalMs: 5000,
+      submitWaitMs: 20000,
+      checkTimeoutMs: 300000,
+      searchAllTimeoutMs: 600000,
+      sourceFhirBaseUrl: null,
+      logLevel: 'info',
+    });
+    expect(config.tenants).toHaveLength(1);
+    expect(config.tenants[0]).toMatchObject({ id: 'sandbox', apiKeyHashes: [hashApiKey('sandbox')] });
+  });
+
+  it('reads a tenants file and resolves env: references', () => {
+    const config = loadConfig({
+      UPSTREAM_BASE_URL: 'https://upstream.example/v2/api-integration-v3/',
+      TENANTS_FILE: tenantsFile({ tenants: [tenant] }),
+      CLINIC_A_KEY: 'upstream-secret',
+    });
+    expect(config.sandbox).toBe(false);
+    expect(config.upstreamBaseUrl).toBe('https://upstream.example/v2/api-integration-v3');
+    expect(config.tenants[0]).toEqual({
+      id: 'clinic-a',
+      apiKeyHashes: [hashApiKey('key-a')],
+      upstream: { apiKey: 'upstream-secret', clinicId: 'C-001', clientId: 'EHR-1' },
+      practiceId: 'P-001',
+      maxInFlight: 2,
+    });
+  });
+
+  it.each([
+    [{ PORT: 'eighty' }, /^PORT: /],
+    [{ PORT: '70000' }, /^PORT: /],
+    [{ POLL_INTERVAL_MS: '-5' }, /^POLL_INTERVAL_MS: /],
+    [{ DATABASE_URL: 'mysql://x' }, /^DATABASE_URL: /],
+    [{ UPSTREAM_BASE_URL: 'https://upstream.example/v1' }, /^UPSTREAM_BASE_URL: /],
+    [{ UPSTREAM_BASE_URL: 'https://upstream.example/v2/api-integration-v3' }, /^TENANTS_FILE: required/],
+    [{ LOG_LEVEL: 'loud' }, /^LOG_LEVEL: /],
+    [{ PUBLIC_BASE_URL: 'not a url' }, /^PUBLIC_BASE_URL: /],
+  ])('stops with one line naming the variable for %j', (env, message) => {
+    expect(() => loadConfig(env)).toThrow(ConfigError);
+    expect(() => loadConfig(env)).toThrow(message);
+  });
+
+  it('names a missing env: secret of the tenants file', () => {
+    const env = { TENANTS_FILE: tenantsFile({ tenants: [tenant] }) };
+    expect(() => loadConfig(env)).toThrow(/TENANTS_FILE: .*CLINIC_A_KEY is not set/);
+  });
+
+  it('refuses a tenants file that is not JSON, a bad key hash, or a duplicate tenant', () => {
+    expect(() => loadConfig({ TENANTS_FILE: tenantsFile('{ nope') })).toThrow(/TENANTS_FILE: cannot read/);
+    const badKey = { tenants: [{ ...tenant, apiKeys: ['plain-key'] }] };
+    expect(() => loadConfig({ TENANTS_FILE: tenantsFile(badKey), CLINIC_A_KEY: 'x' })).toThrow(/apiKeys/);
+    const twice = { tenants: [tenant, tenant] };
+    expect(() => loadConfig({ TENANTS_FILE: tenantsFile(twice), CLINIC_A_KEY: 'x' })).toThrow(
+      /appears twice/,
+    );
+  });
+});

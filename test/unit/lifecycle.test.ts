@@ -1,0 +1,350 @@
+/**
+ * Lifecycle rules that are hard to reach through the sandbox, driven step by step on a real
+ * SQLite store with a scripted upstream port: unreadable answers, queue time, retries followed by
+ * a guard, a search-all whose task ended without a completion rule, abandonment, lost tenants.
+ */
+import type { CoverageEligibilityResponse } from 'fhir/r4.js';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import type { Tenant } from '../../src/config.js';
+import type { LifecycleDeps } from '../../src/checks/lifecycle.js';
+import { advanceCheck, Slots } from '../../src/checks/lifecycle.js';
+import { newCheckOf } from '../../src/checks/service.js';
+import { Scheduler } from '../../src/checks/scheduler.js';
+import { openStore } from '../../src/checks/open-store.js';
+import type { Check, CheckStore } from '../../src/checks/store.js';
+import type { UpstreamPort, UpstreamResult } from '../../src/checks/upstream-port.js';
+import { answerForCheck } from '../../src/fhir/answers.js';
+import { createLogger } from '../../src/log.js';
+import { parseSubmit } from '../../src/mapping/request/parse-submit.js';
+import type { Envelope } from '../../src/upstream/envelope.js';
+import { expectValidFhir } from '../support/fhir.js';
+import { eligibilityRequest } from '../support/requests.js';
+import type { RequestOptions } from '../support/requests.js';
+
+const TENANT: Tenant = {
+  id: 'clinic-a',
+  apiKeyHashes: [],
+  upstream: { apiKey: 'k', clinicId: 'c', clientId: 'e' },
+  practiceId: 'P-1',
+  maxInFlight: 3,
+};
+const TIMEOUT = 300_000;
+
+type Answer = UpstreamResult<Envelope>;
+
+let store: CheckStore;
+let clock: number;
+let creates: number;
+let polls: Answer[];
+
+function port(): UpstreamPort {
+  return {
+    createTask: () => {
+      creates += 1;
+      return Promise.resolve({ ok: true, value: { task_id: `task-${creates}` } });
+    },
+    getResult: () => Promise.resolve(polls.shift() ?? { ok: false, error: { kind: 'timeout' } }),
+    health: () => Promise.resolve({ ok: true, value: {} }),
+  };
+}
+
+function deps(tenants: Tenant[] = [TENANT]): LifecycleDeps {
+  return {
+    store,
+    upstream: port(),
+    tenant: (id) => tenants.find((t) => t.id === id),
+    logger: createLogger('error'),
+    owner: 'test',
+    now: () => clock,
+    baseUrl: 'http://localhost',
+    pollIntervalMs: 5000,
+    timeoutMs: () => TIMEOUT,
+    slowPollIntervalMs: 30_000,
+    backoffGuardMs: 900_000,
+  };
+}
+
+async function newCheck(options: RequestOptions = {}): Promise<Check> {
+  const input = await parseSubmit(eligibilityRequest(options), { practiceId: 'P-1', now: new Date(clock) });
+  const { check } = await store.insert(
+    newCheckOf(input, {
+      id: `chk-${Math.random().toString(36).slice(2)}`,
+      tenantId: TENANT.id,
+      now: clock,
+      timeoutMs: TIMEOUT,
+      baseUrl: 'http://localhost',
+    }),
+  );
+  return check;
+}
+
+/** Claims what is due at the current clock and runs one step of each. */
+async function step(d: LifecycleDeps = deps()): Promise<void> {
+  const claimed = await store.claimDue({
+    owner: `test:${clock}`,
+    now: clock,
+    leaseMs: 60_000,
+    limit: 10,
+    maxInFlight: () => 3,
+  });
+  for (const check of claimed) await advanceCheck(check, d);
+}
+
+async function current(check: Check): Promise<Check> {
+  const latest = await store.get(TENANT.id, check.id);
+  if (!latest) throw new Error('check vanished');
+  return latest;
+}
+
+function envelope(fields: Partial<Envelope>): Envelope {
+  return { task_id: 'task-1', status: 'NAVIGATING_WEBSITE', ...fields };
+}
+
+function eligible(): Envelope {
+  return envelope({
+    status: 'PROCESS_COMPLETE',
+    eligibility_result: {
+      status: 'found',
+      data_dump: { status: 'found', data: { is_eligible: true, policy_network: { payer_name: 'Daman' } } },
+    },
+  });
+}
+
+beforeEach(async () => {
+  store = await openStore('sqlite::memory:');
+  await store.migrate();
+  clock = Date.parse('2026-11-23T08:00:00Z');
+  creates = 0;
+  polls = [];
+});
+afterEach(async () => {
+  await store.close();
+});
+
+describe('lifecycle', () => {
+  it('an answer that cannot be read three times in a row ends as unreadable-result (502), never a guess', async () => {
+    const check = await newCheck();
+    await step(); // waiting -> starting (claim), create-task
+    polls = [1, 2, 3].map(() => ({ ok: false, error: { kind: 'invalid-body' } }));
+    for (let i = 0; i < 6 && (await current(check)).state !== 'done'; i += 1) {
+      clock += 600_000;
+      await step();
+    }
+    const done = await current(check);
+    expect(done.state).toBe('done');
+    expect(JSON.stringify(done.cer.error)).toContain('unreadable-result');
+    expectValidFhir(done.cer);
+    expect(answerForCheck(done, 'http://localhost').status).toBe(502);
+    expect(creates).toBe(1);
+  });
+
+  it('time waiting for a tenant slot does not count: a late start still sends the check', async () => {
+    const check = await newCheck();
+    clock += TIMEOUT + 1; // waited the whole timeout in the queue
+    await step();
+    expect(creates).toBe(1);
+    const started = await current(check);
+    expect(started.state).toBe('polling');
+    expect(started.deadlineAt).toBe(clock + TIMEOUT); // the timeout runs from the first task
+  });
+
+  it("a retry that meets a guard answers with the guard (503), not the first task's failure", async () => {
+    const check = await newCheck({ payer: 'AXA' });
+    await step();
+    polls = [
+      {
+        ok: true,
+        value: envelope({
+          status: 'PROCESS_COMPLETE',
+          eligibility_result: { status: 'failed', error_type: 'PortalError', message: 'portal did not load' },
+        }),
+      },
+    ];
+    clock += 5000;
+    await step(); // failed -> retry once: back to starting
+    expect((await current(check)).state).toBe('starting');
+    await store.putGuard({
+      tenantId: TENANT.id,
+      payerCode: 'AXA',
+      kind: 'backoff',
+      until: clock + 900_000,
+      reason: 'test',
+      openedAt: clock,
+    });
+    await step();
+    const done = await current(check);
+    expect(done.state).toBe('done');
+    expect(answerForCheck(done, 'http://localhost').status).toBe(503);
+    expect(creates).toBe(1);
+  });
+
+  it('a search-all whose task ended without a completion rule finishes at its timeout with what answered', async () => {
+    const check = await newCheck({ discovery: true });
+    await step();
+    const ended = envelope({
+      status: 'PROCESS_COMPLETE',
+      is_search_all: true,
+      search_all_status: 'SEARCH_ALL_PROCESSING',
+      aggregated_results: [
+        { status: 'found', tpa_name: 'DAMAN', data: { is_eligible: true } },
+        { status: 'member_not_found', tpa_name: 'NAS', data: { is_eligible: false } },
+      ],
+      total_tpas_checked: 2,
+    });
+    polls = [{ ok: true, value: ended }];
+    clock += 5000;
+    await step();
+    expect((await current(check)).state).toBe('polling'); // before the timeout: more may answer
+    polls = [{ ok: true, value: ended }];
+    clock += TIMEOUT + 30_000;
+    await step();
+    const done = await current(check);
+    expect(done.state).toBe('done');
+    const cer: CoverageEligibilityResponse = done.cer;
+    expectValidFhir(cer);
+    expect(cer.outcome).toBe('complete');
+    expect(cer.insurance?.filter((i) => i.inforce === true)).toHaveLength(1);
+  });
+
+  it('a task still in flight long after its timeout is abandoned (504) and frees the slot', async () => {
+    const check = await newCheck();
+    await step();
+    for (let i = 0; i < 40 && (await current(check)).state !== 'done'; i += 1) {
+      polls = [{ ok: true, value: envelope({ status: 'NAVIGATING_WEBSITE' }) }];
+      clock += 60_000;
+      await step();
+    }
+    const done = await current(check);
+    expect(done.state).toBe('done');
+    expect(JSON.stringify(done.cer.error)).toContain('abandoned');
+    expect(answerForCheck(done, 'http://localhost').status).toBe(504);
+    expect(clock - done.createdAt).toBeGreaterThanOrEqual(6 * TIMEOUT);
+  });
+
+  it('a check of a tenant no longer configured waits a minute between tries, no tight loop', async () => {
+    const check = await newCheck();
+    await step(deps([]));
+    const later = await current(check);
+    expect(later.nextRunAt).toBe(clock + 60_000);
+    expect(creates).toBe(0);
+    await step(deps([])); // nothing due yet
+    expect((await current(check)).updatedAt).toBe(later.updatedAt);
+  });
+
+  it('a normal check: one task, polled to the end, eligible', async () => {
+    const check = await newCheck();
+    await step();
+    polls = [
+      { ok: true, value: envelope({ status: 'NAVIGATING_WEBSITE' }) },
+      { ok: true, value: eligible() },
+    ];
+    clock += 5000;
+    await step();
+    clock += 5000;
+    await step();
+    const done = await current(check);
+    expect(done.cer.outcome).toBe('complete');
+    expect(done.cer.insurance?.[0]?.inforce).toBe(true);
+    expect(creates).toBe(1);
+  });
+
+  it('the scheduler claims only what it can work on: never more steps under way than maxSteps', async () => {
+    for (let i = 0; i < 5; i += 1) await newCheck();
+    let release: () => void = () => undefined;
+    const gate = new Promise<void>((r) => (release = r));
+    let started = 0;
+    const d = deps();
+    d.upstream = {
+      ...d.upstream,
+      createTask: async () => {
+        started += 1;
+        await gate;
+        return { ok: true, value: { task_id: `task-${started}` } };
+      },
+    };
+    const scheduler = new Scheduler(
+      d,
+      { leaseMs: 60_000, batchSize: 200, maxSteps: 2, idleMs: 10, maxInFlight: () => 10 },
+      createLogger('error'),
+    );
+    expect(await scheduler.tick()).toBe(2);
+    await new Promise((r) => setTimeout(r, 20));
+    expect(await scheduler.tick()).toBe(0); // at capacity: nothing more is claimed (no lease runs out unworked)
+    expect(started).toBe(2);
+    const leased = (await store.search(TENANT.id, {}, { count: 10, offset: 0 })).checks.filter(
+      (c) => c.leaseOwner,
+    );
+    expect(leased).toHaveLength(2);
+    release();
+    await scheduler.stop();
+  });
+
+  it('create-task answered 503 was not processed: retried later, then one task; a 500 is ambiguous', async () => {
+    const answers: number[] = [503, 0];
+    const d = deps();
+    d.upstream = {
+      ...d.upstream,
+      createTask: () => {
+        creates += 1;
+        const status = answers.shift() ?? 0;
+        return Promise.resolve(
+          status
+            ? { ok: false, error: { kind: 'http', status } }
+            : { ok: true, value: { task_id: 'task-ok' } },
+        );
+      },
+    };
+    const check = await newCheck();
+    await step(d);
+    expect((await current(check)).state).toBe('starting');
+    clock += 60_000;
+    await step(d);
+    expect((await current(check)).state).toBe('polling');
+    expect(creates).toBe(2);
+
+    answers.push(500);
+    const other = await newCheck();
+    await step(d);
+    const ended = await current(other);
+    // Answered at once (502), but the slot is held for one timeout: the task may exist upstream.
+    expect(ended.state).toBe('creating');
+    expect(ended.outcome).toBe('error');
+    expect(JSON.stringify(ended.cer.error)).toContain('ambiguous-create');
+    expect(answerForCheck(ended, 'http://localhost').status).toBe(502);
+    expectValidFhir(ended.cer);
+    clock += TIMEOUT + 1;
+    await step(d);
+    expect((await current(other)).state).toBe('done');
+    expect(creates).toBe(3);
+  });
+
+  it('only checks whose create-task can go out at once are written creating', async () => {
+    const a = await newCheck();
+    const b = await newCheck();
+    let release: () => void = () => undefined;
+    const gate = new Promise<void>((r) => (release = r));
+    const d = { ...deps(), createSlots: new Slots(1) };
+    d.upstream = {
+      ...d.upstream,
+      createTask: async () => {
+        creates += 1;
+        await gate;
+        return { ok: true, value: { task_id: `task-${creates}` } };
+      },
+    };
+    const claimed = await store.claimDue({
+      owner: 'test:1',
+      now: clock,
+      leaseMs: 60_000,
+      limit: 10,
+      maxInFlight: () => 3,
+    });
+    const steps = claimed.map((c) => advanceCheck(c, d));
+    await new Promise((r) => setTimeout(r, 20));
+    const states = [(await current(a)).state, (await current(b)).state].sort();
+    expect(states).toEqual(['creating', 'starting']); // the second waits for the slot, not written creating
+    release();
+    await Promise.all(steps);
+    expect([(await current(a)).state, (await current(b)).state]).toEqual(['polling', 'polling']);
+  });
+});

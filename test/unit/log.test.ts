@@ -1,0 +1,70 @@
+import { PassThrough } from 'node:stream';
+import { describe, expect, it } from 'vitest';
+import { createLogger, redact, registerSecret, scrubString } from '../../src/log.js';
+
+function capture(level = 'debug') {
+  const stream = new PassThrough();
+  const lines: string[] = [];
+  stream.on('data', (chunk: Buffer) => lines.push(...chunk.toString('utf8').split('\n').filter(Boolean)));
+  return { logger: createLogger(level, stream), lines };
+}
+
+describe('log redaction', () => {
+  it.each([
+    ['an Emirates ID with dashes', 'member 784-1990-1234567-1 not found'],
+    ['an Emirates ID without dashes', 'id=784199012345671'],
+    ['a phone number', 'call +971 50 123 4567'],
+    ['a card number', 'card 1234567890123456'],
+    ['a date of birth', 'dob 1990-01-31'],
+    ['a slashed date', 'born 31/01/1990'],
+  ])('scrubs %s from free text', (_what, text) => {
+    const scrubbed = scrubString(text);
+    expect(scrubbed).toContain('[redacted]');
+    expect(scrubbed).not.toMatch(/\d{4,}/);
+  });
+
+  it('keeps request, check and task ids (UUIDs) whole', () => {
+    const id = '046bbaa3-80a1-4234-9876-e0ff793312eb';
+    expect(scrubString(id)).toBe(id);
+    expect(scrubString(`${id} 784-1990-1234567-1`)).toContain('[redacted]');
+  });
+
+  it('keeps ISO timestamps and short numbers readable', () => {
+    expect(scrubString('at 2026-11-22T10:00:00Z status 502 after 3 tries')).toBe(
+      'at 2026-11-22T10:00:00Z status 502 after 3 tries',
+    );
+  });
+
+  it('replaces values under patient-data and secret keys at any depth', () => {
+    const out = redact({
+      request_dump: { emirates_id: '784-1990-1234567-1' },
+      nested: { patient: { name: 'Aisha Khan', phone: '0501234567', dob: '1990-01-01' } },
+      headers: { 'x-api-key': 'k', authorization: 'Bearer t' },
+      card_number: 'C-77',
+      status: 'found',
+    });
+    expect(out).toEqual({
+      request_dump: '[redacted]',
+      nested: { patient: { name: '[redacted]', phone: '[redacted]', dob: '[redacted]' } },
+      headers: { 'x-api-key': '[redacted]', authorization: '[redacted]' },
+      card_number: '[redacted]',
+      status: 'found',
+    });
+  });
+
+  it('never writes a registered secret or patient data to a log line at debug level', () => {
+    registerSecret('upstream-key-Zq81');
+    const { logger, lines } = capture();
+    logger.debug('upstream said upstream-key-Zq81 was wrong for Aisha', {
+      name: 'Aisha Khan',
+      body: '{"emirates_id":"784-1990-1234567-1"}',
+      error: new Error('card 1234567890123456 refused'),
+    });
+    const text = lines.join('\n');
+    expect(lines).toHaveLength(1);
+    for (const secret of ['upstream-key-Zq81', 'Aisha Khan', '784-1990-1234567-1', '1234567890123456']) {
+      expect(text).not.toContain(secret);
+    }
+    expect(JSON.parse(lines[0]!)).toMatchObject({ level: 'debug' });
+  });
+});

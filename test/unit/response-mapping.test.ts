@@ -1,0 +1,1226 @@
+/**
+ * Upstream envelope -> CoverageEligibilityResponse (src/mapping/response/), against the outcome
+ * table of DESIGN.md section 2 and upstream-api.md. Every CER and conformance resource goes
+ * through the real FHIR validator.
+ */
+import { existsSync, readdirSync, readFileSync } from 'node:fs';
+import fc from 'fast-check';
+import type {
+  CodeSystem,
+  Coding,
+  ConceptMap,
+  DocumentReference,
+  Coverage,
+  CoverageEligibilityResponse,
+  CoverageEligibilityResponseInsuranceItem,
+  Extension,
+  StructureDefinition,
+} from 'fhir/r4.js';
+import { describe, expect, it } from 'vitest';
+import { findAdapterError } from '../../src/checks/adapter-errors.js';
+import { CANONICAL_BASE } from '../../src/fhir/canonical.js';
+import {
+  OUTCOME_SYSTEM,
+  adapterErrorCer,
+  binaryId,
+  conformanceResources,
+  extensionUrl,
+  mapEnvelope,
+  outcomeRuleFor,
+  parseBinaryId,
+  queuedCer,
+  resolveBinary,
+  stillCheckingCer,
+  submitOutcome,
+} from '../../src/mapping/response/index.js';
+import type { CerContext } from '../../src/mapping/types.js';
+import type { Envelope, ResultData } from '../../src/upstream/envelope.js';
+import { envelopeSchema, parseLooseNumber } from '../../src/upstream/envelope.js';
+import { expectValidFhir } from '../support/fhir.js';
+
+const BASE_URL = 'https://adapter.example.org';
+const CHECK_ID = '0b6f7a52-3c1d-4e8f-9a2b-5c6d7e8f9a01';
+const MAPPING_DIR = new URL('../fixtures/mapping/', import.meta.url);
+const UPSTREAM_DIR = new URL('../fixtures/upstream/', import.meta.url);
+
+function ctx(isSearchAll = false): CerContext {
+  return {
+    checkId: CHECK_ID,
+    patient: { reference: 'Patient/pat-1' },
+    insurer: isSearchAll
+      ? { display: 'All payers' }
+      : { identifier: { system: `${CANONICAL_BASE}/payer-code`, value: 'DAMAN' }, display: 'Daman' },
+    request: {
+      resourceType: 'CoverageEligibilityRequest',
+      id: CHECK_ID,
+      status: 'active',
+      purpose: isSearchAll ? ['discovery'] : ['benefits', 'validation'],
+      patient: { reference: 'Patient/pat-1' },
+      servicedDate: '2026-11-22',
+      created: '2026-11-22',
+      insurer: { display: 'Daman' },
+    },
+    isSearchAll,
+    baseUrl: BASE_URL,
+    now: '2026-11-22T10:00:00.000Z',
+  };
+}
+
+function readEnvelope(dir: URL, file: string): Envelope {
+  return envelopeSchema.parse(JSON.parse(readFileSync(new URL(file, dir), 'utf8')));
+}
+
+const fixture = (name: string): Envelope => readEnvelope(MAPPING_DIR, `${name}.json`);
+
+/** Every envelope fixture: our hand-made ones and the sandbox's (when present). */
+function allFixtures(): { name: string; envelope: Envelope }[] {
+  const out: { name: string; envelope: Envelope }[] = [];
+  for (const dir of [MAPPING_DIR, UPSTREAM_DIR]) {
+    if (!existsSync(dir)) continue;
+    for (const file of readdirSync(dir)
+      .filter((f) => f.endsWith('.json'))
+      .sort()) {
+      out.push({
+        name: `${dir === MAPPING_DIR ? 'mapping' : 'upstream'}/${file}`,
+        envelope: readEnvelope(dir, file),
+      });
+    }
+  }
+  return out;
+}
+
+const isSearchAll = (e: Envelope) => e.is_search_all === true || Array.isArray(e.aggregated_results);
+const cerOf = (e: Envelope) => mapEnvelope(e, ctx(isSearchAll(e)));
+
+function ext(exts: Extension[] | undefined, id: Parameters<typeof extensionUrl>[0]): Extension[] {
+  return (exts ?? []).filter((e) => e.url === extensionUrl(id));
+}
+function part(e: Extension | undefined, name: string): Extension | undefined {
+  return e?.extension?.find((p) => p.url === name);
+}
+function sourceOf(item: CoverageEligibilityResponseInsuranceItem): string | undefined {
+  return ext(item.extension, 'benefit-source')[0]?.valueString;
+}
+
+describe('outcome table: envelope -> CER outcome, $submit status, retry', () => {
+  const rows: {
+    file: string;
+    upstream: string;
+    cerOutcome: CoverageEligibilityResponse['outcome'];
+    httpStatus: number;
+    retry: string;
+    guard?: string;
+    inforce?: boolean | 'absent';
+    errorCode?: string;
+    disposition: string[];
+  }[] = [
+    {
+      file: 'found-eligible-rich',
+      upstream: 'found_eligible',
+      cerOutcome: 'complete',
+      httpStatus: 200,
+      retry: 'none',
+      inforce: true,
+      disposition: ['eligible'],
+    },
+    {
+      file: 'found-not-eligible',
+      upstream: 'found_not_eligible',
+      cerOutcome: 'complete',
+      httpStatus: 200,
+      retry: 'never',
+      inforce: false,
+      disposition: ['Policy lapsed on 2026-10-31; renewal not received'],
+    },
+    {
+      file: 'multi-card',
+      upstream: 'found_eligible_multi_card',
+      cerOutcome: 'partial',
+      httpStatus: 200,
+      retry: 'none',
+      inforce: true,
+      disposition: ['The member holds 3 cards'],
+    },
+    {
+      file: 'found-no-determination',
+      upstream: 'found_no_determination',
+      cerOutcome: 'error',
+      httpStatus: 502,
+      retry: 'never',
+      errorCode: 'no-determination',
+      disposition: ['no eligibility determination'],
+    },
+    {
+      file: 'member-not-found',
+      upstream: 'member_not_found',
+      cerOutcome: 'error',
+      httpStatus: 200,
+      retry: 'none',
+      errorCode: 'member-not-found',
+      disposition: ['different payer', 'card number', 'typo'],
+    },
+    {
+      file: 'invalid-credentials',
+      upstream: 'invalid_credentials',
+      cerOutcome: 'error',
+      httpStatus: 422,
+      retry: 'never',
+      guard: 'credentials',
+      errorCode: 'invalid-credentials',
+      disposition: ['LOGIN_FAILED: Invalid username or password for the AXA portal'],
+    },
+    {
+      file: 'tpa-not-configured',
+      upstream: 'tpa_not_configured',
+      cerOutcome: 'error',
+      httpStatus: 422,
+      retry: 'never',
+      errorCode: 'payer-not-configured',
+      disposition: ['no login configured'],
+    },
+    {
+      file: 'backoff',
+      upstream: 'backoff',
+      cerOutcome: 'error',
+      httpStatus: 503,
+      retry: 'later',
+      guard: 'backoff',
+      errorCode: 'payer-backoff',
+      disposition: ['Too many failed logins; retry after 15 minutes'],
+    },
+    {
+      file: 'failed',
+      upstream: 'failed',
+      cerOutcome: 'error',
+      httpStatus: 502,
+      retry: 'once',
+      errorCode: 'check-failed',
+      disposition: ['PORTAL_TIMEOUT: The payer portal did not respond in time'],
+    },
+    {
+      file: 'error',
+      upstream: 'error',
+      cerOutcome: 'error',
+      httpStatus: 502,
+      retry: 'once',
+      errorCode: 'check-error',
+      disposition: ['UNEXPECTED: Unexpected page layout at step 3'],
+    },
+    {
+      file: 'task-failed',
+      upstream: 'task_failed',
+      cerOutcome: 'error',
+      httpStatus: 502,
+      retry: 'never',
+      errorCode: 'task-failed',
+      disposition: ['failed'],
+    },
+    {
+      file: 'task-failed-invalid-credentials',
+      upstream: 'invalid_credentials',
+      cerOutcome: 'error',
+      httpStatus: 422,
+      retry: 'never',
+      guard: 'credentials',
+      errorCode: 'invalid-credentials',
+      disposition: ['Account locked by payer'],
+    },
+    {
+      file: 'task-cancelled',
+      upstream: 'task_cancelled',
+      cerOutcome: 'error',
+      httpStatus: 409,
+      retry: 'never',
+      errorCode: 'task-cancelled',
+      disposition: ['cancelled'],
+    },
+    {
+      file: 'unknown-outcome',
+      upstream: 'unknown_outcome',
+      cerOutcome: 'error',
+      httpStatus: 502,
+      retry: 'never',
+      errorCode: 'unknown-outcome',
+      disposition: ['partially_verified', 'none is guessed'],
+    },
+    {
+      file: 'in-flight',
+      upstream: 'in_flight',
+      cerOutcome: 'queued',
+      httpStatus: 200,
+      retry: 'none',
+      disposition: ['in progress'],
+    },
+    {
+      file: 'search-all-processing',
+      upstream: 'search_all_processing',
+      cerOutcome: 'queued',
+      httpStatus: 200,
+      retry: 'none',
+      disposition: ['2 payers answered so far; 1 found the member'],
+    },
+    {
+      file: 'search-all-complete',
+      upstream: 'search_all_complete',
+      cerOutcome: 'complete',
+      httpStatus: 200,
+      retry: 'none',
+      disposition: [
+        'eligible at DAMAN Insurance',
+        'Found but not eligible at: AXA Insurance (Visit type not on the plan)',
+      ],
+    },
+    {
+      file: 'search-all-none-found',
+      upstream: 'search_all_complete',
+      cerOutcome: 'complete',
+      httpStatus: 200,
+      retry: 'none',
+      disposition: ['No matching coverage found in the payers that responded (3 payers)'],
+    },
+    {
+      file: 'search-all-two-eligible',
+      upstream: 'search_all_complete',
+      cerOutcome: 'complete',
+      httpStatus: 200,
+      retry: 'none',
+      disposition: ['eligible at 2 payers'],
+    },
+    {
+      file: 'search-all-failed',
+      upstream: 'task_failed',
+      cerOutcome: 'error',
+      httpStatus: 502,
+      retry: 'never',
+      errorCode: 'task-failed',
+      disposition: ['1 payer had answered'],
+    },
+  ];
+
+  it.each(rows)('$file -> $upstream, outcome $cerOutcome, HTTP $httpStatus', (row) => {
+    const envelope = fixture(row.file);
+    const rule = outcomeRuleFor(envelope);
+    expect(rule).toMatchObject({
+      upstream: row.upstream,
+      cerOutcome: row.cerOutcome,
+      httpStatus: row.httpStatus,
+      retry: row.retry,
+    });
+    expect(rule.guard).toBe(row.guard);
+    const cer = cerOf(envelope);
+    expectValidFhir(cer);
+    expect(cer.outcome).toBe(row.cerOutcome);
+    expect(cer.id).toBe(CHECK_ID);
+    expect(cer.request.reference).toBe(`CoverageEligibilityRequest/${CHECK_ID}`);
+    for (const text of row.disposition) expect(cer.disposition).toContain(text);
+    if (row.errorCode) {
+      expect(cer.error?.[0]?.code.coding?.[0]).toEqual({ system: OUTCOME_SYSTEM, code: row.errorCode });
+    } else {
+      expect(cer.error).toBeUndefined();
+    }
+    if (row.cerOutcome === 'error') {
+      // No determination: never an insurance entry, never an inforce.
+      expect(cer.insurance).toBeUndefined();
+      expect(JSON.stringify(cer)).not.toContain('inforce');
+    }
+    if (row.inforce !== undefined) expect(cer.insurance?.[0]?.inforce).toBe(row.inforce);
+  });
+
+  it('backoff asks the client to wait 900 seconds', () => {
+    expect(outcomeRuleFor(fixture('backoff')).retryAfterSeconds).toBe(900);
+  });
+
+  it('tpa_not_configured (is_eligible null) never becomes inforce false', () => {
+    const cer = cerOf(fixture('tpa-not-configured'));
+    expect(cer.insurance).toBeUndefined();
+  });
+
+  it('a found result with is_eligible null is no determination, never "not eligible"', () => {
+    const cer = cerOf(fixture('found-no-determination'));
+    expect(cer.outcome).toBe('error');
+    expect(cer.disposition).not.toMatch(/not eligible/i);
+  });
+
+  it('the disposition of a not-eligible result starts with failure_reason verbatim', () => {
+    const cer = cerOf(fixture('found-not-eligible'));
+    expect(cer.disposition?.startsWith('Policy lapsed on 2026-10-31; renewal not received')).toBe(true);
+  });
+
+  it('member_not_found lists the likely causes in order: other payer, ID not linked (card number), typo', () => {
+    const text = cerOf(fixture('member-not-found')).disposition ?? '';
+    const payer = text.indexOf('different payer');
+    const card = text.indexOf('card number');
+    const typo = text.indexOf('typo');
+    expect(payer).toBeGreaterThan(-1);
+    expect(card).toBeGreaterThan(payer);
+    expect(typo).toBeGreaterThan(card);
+  });
+
+  it('every sandbox fixture maps to a valid CER whose outcome matches its rule', () => {
+    for (const { name, envelope } of allFixtures()) {
+      const cer = cerOf(envelope);
+      expect({ name, errors: validate(cer) }).toEqual({ name, errors: [] });
+      expect({ name, outcome: cer.outcome }).toEqual({ name, outcome: outcomeRuleFor(envelope).cerOutcome });
+    }
+  });
+});
+
+function validate(resource: unknown): string[] {
+  try {
+    expectValidFhir(resource);
+    return [];
+  } catch (err) {
+    return [String(err)];
+  }
+}
+
+describe('submitOutcome: the OperationOutcome for rows without a determination', () => {
+  it.each([
+    'invalid-credentials',
+    'tpa-not-configured',
+    'backoff',
+    'failed',
+    'error',
+    'task-failed',
+    'task-cancelled',
+    'unknown-outcome',
+  ])('%s -> error issue with the table issue code, the error code and the upstream message', (file) => {
+    const envelope = fixture(file);
+    const rule = outcomeRuleFor(envelope);
+    const cer = cerOf(envelope);
+    const outcome = submitOutcome(cer, rule);
+    expectValidFhir(outcome);
+    const [issue, info] = outcome.issue;
+    // Outcomes about the clinic's payer account also point at the request's insurer.
+    const payerAccount = ['invalid_credentials', 'tpa_not_configured', 'backoff'].includes(rule.upstream);
+    expect(issue).toMatchObject({
+      severity: 'error',
+      code: rule.issueCode,
+      expression: payerAccount
+        ? ['CoverageEligibilityResponse.error', 'CoverageEligibilityRequest.insurer']
+        : ['CoverageEligibilityResponse.error'],
+    });
+    expect(issue?.details?.coding).toEqual([{ system: OUTCOME_SYSTEM, code: rule.errorCode }]);
+    expect(issue?.details?.text).toBe(cer.disposition);
+    const message = envelope.eligibility_result?.message ?? envelope.eligibility_result?.data_dump?.message;
+    if (message) expect(info?.diagnostics).toContain(message);
+    else expect(info).toBeUndefined();
+  });
+});
+
+describe('copay completeness: every copay figure the portal gives reaches the CER', () => {
+  type Figure = { source: string; value: string | number };
+  const present = (v: unknown): v is string | number =>
+    (typeof v === 'string' && v.trim() !== '') || typeof v === 'number';
+
+  /** Every copay figure of a result, with the benefit-source it must appear under. */
+  function figuresOf(data: ResultData): Figure[] {
+    const out: Figure[] = [];
+    const add = (source: string, values: unknown[]) => {
+      for (const value of values) if (present(value)) out.push({ source, value });
+    };
+    (data.copay_analysis?.copay_details ?? []).forEach((d, i) => {
+      const source = `copay_analysis.copay_details[${i}]`;
+      add(source, [
+        d.copay_percentage,
+        d.copay_amount,
+        d.copay_max_amount,
+        d.coinsurance_percentage,
+        d.copay_aggregate_cap,
+      ]);
+      const c = d.cost_sharing;
+      if (c)
+        add(`${source}.cost_sharing`, [
+          c.copay_percentage,
+          c.copay_amount,
+          c.copay_maximum_amount,
+          c.coinsurance_percentage,
+        ]);
+    });
+    (data.copay_analysis?.new_version_of_copay_analysis?.benefits ?? []).forEach((b, i) =>
+      (b.cost_sharing ?? []).forEach((c, j) =>
+        add(`copay_analysis.new_version_of_copay_analysis.benefits[${i}].cost_sharing[${j}]`, [
+          c.copay_percentage,
+          c.copay_amount,
+          c.copay_maximum_amount,
+          c.coinsurance_percentage,
+        ]),
+      ),
+    );
+    (data.copay_details_to_fill ?? []).forEach((block, i) =>
+      Object.entries(block.values_to_fill ?? {}).forEach(([key, v]) =>
+        add(`copay_details_to_fill[${i}].values_to_fill.${key}`, [
+          v.copay,
+          v.deductible,
+          v._copayAmount,
+          v._copayMaxAmount,
+          v._deductibleLegacy,
+          v._maxDeductible,
+        ]),
+      ),
+    );
+    return out;
+  }
+
+  const normal = (v: unknown): string => {
+    const n = parseLooseNumber(v);
+    return n !== null ? String(n) : String(v).trim();
+  };
+
+  /** What the items with this source (or its parent, for a cost_sharing block it repeated) say. */
+  function valuesAt(items: CoverageEligibilityResponseInsuranceItem[], source: string): Set<string> {
+    const parent = source.replace(/\.cost_sharing$/, '');
+    const values = new Set<string>();
+    for (const item of items.filter((i) => sourceOf(i) === source || sourceOf(i) === parent)) {
+      for (const b of item.benefit ?? []) {
+        if (b.allowedUnsignedInt !== undefined) values.add(String(b.allowedUnsignedInt));
+        if (b.allowedString !== undefined) values.add(normal(b.allowedString));
+        if (b.allowedMoney?.value !== undefined) values.add(String(b.allowedMoney.value));
+      }
+      // A copay of "Not Covered" is carried as the item being excluded.
+      if (item.excluded === true) values.add('not covered');
+    }
+    return values;
+  }
+
+  function resultsOf(
+    envelope: Envelope,
+    cer: CoverageEligibilityResponse,
+  ): { data: ResultData; index: number }[] {
+    if (isSearchAll(envelope)) {
+      const found = (envelope.aggregated_results ?? []).filter(
+        (e) => e.status === 'found' || e.status === 'member_found',
+      );
+      return cer.outcome === 'error' ? [] : found.map((e, index) => ({ data: e.data ?? {}, index }));
+    }
+    const data = envelope.eligibility_result?.data_dump?.data;
+    return data && cer.insurance ? [{ data, index: 0 }] : [];
+  }
+
+  it('walks every fixture and finds each figure under its source item', () => {
+    let checked = 0;
+    for (const { name, envelope } of allFixtures()) {
+      const cer = cerOf(envelope);
+      for (const { data, index } of resultsOf(envelope, cer)) {
+        const items = cer.insurance?.[index]?.item ?? [];
+        for (const figure of figuresOf(data)) {
+          const wanted = normal(figure.value).toLowerCase();
+          const found = [...valuesAt(items, figure.source)].map((v) => v.toLowerCase());
+          expect({ name, ...figure, found: found.includes(wanted) }).toEqual({
+            name,
+            ...figure,
+            found: true,
+          });
+          checked++;
+        }
+      }
+    }
+    // The rich fixture alone has more than 60 figures: a walk that finds nothing is a broken test.
+    expect(checked).toBeGreaterThan(60);
+  });
+
+  it('gives integer percentages as allowedUnsignedInt and decimals as "12.5%"', () => {
+    const items = cerOf(fixture('found-eligible-rich')).insurance?.[0]?.item ?? [];
+    const lab = items.find((i) => sourceOf(i) === 'copay_analysis.copay_details[1]');
+    const consultation = items.find((i) => sourceOf(i) === 'copay_analysis.copay_details[0]');
+    const percent = (i: typeof lab) => i?.benefit?.find((b) => b.type.coding?.[0]?.code === 'copay-percent');
+    expect(percent(lab)?.allowedString).toBe('12.5%');
+    expect(percent(consultation)?.allowedUnsignedInt).toBe(20);
+    const copay = consultation?.benefit?.find((b) => b.type.coding?.[0]?.code === 'copay');
+    expect(copay?.allowedMoney).toEqual({ value: 50, currency: 'AED' });
+  });
+
+  it('marks Not Covered items excluded and keeps ces-1 (category, never productOrService)', () => {
+    const items = cerOf(fixture('found-eligible-rich')).insurance?.[0]?.item ?? [];
+    const dental = items.find((i) => sourceOf(i) === 'copay_analysis.copay_details[2]');
+    expect(dental?.excluded).toBe(true);
+    expect(dental?.category?.coding?.[0]).toEqual({
+      system: 'http://terminology.hl7.org/CodeSystem/ex-benefitcategory',
+      code: '35',
+    });
+    for (const item of items) {
+      expect(item.category).toBeDefined();
+      expect(item.productOrService).toBeUndefined();
+    }
+  });
+
+  it('maps all nine values_to_fill keys and the Maternity block to their categories', () => {
+    const items = cerOf(fixture('found-eligible-rich')).insurance?.[0]?.item ?? [];
+    const codeOf = (source: string) =>
+      items
+        .find((i) => sourceOf(i) === source)
+        ?.category?.coding?.find((c) => c.system?.endsWith('/service-category'))?.code;
+    const block = 'copay_details_to_fill[0].values_to_fill.';
+    expect({
+      CONSULTATION: codeOf(`${block}CONSULTATION`),
+      LAB: codeOf(`${block}LAB`),
+      RADIOLOGY: codeOf(`${block}RADIOLOGY`),
+      PROCEDURE: codeOf(`${block}PROCEDURE`),
+      DIAGNOSTICS: codeOf(`${block}DIAGNOSTICS`),
+      DENTAL: codeOf(`${block}DENTAL CONSULTATION & PROCEDURE`),
+      MEDICINES: codeOf(`${block}MEDICINES`),
+      PHYSIOTHERAPY: codeOf(`${block}PHYSIOTHERAPY`),
+      OPTICAL: codeOf(`${block}OPTICAL`),
+      Maternity: codeOf('copay_details_to_fill[1].values_to_fill.CONSULTATION'),
+    }).toEqual({
+      CONSULTATION: 'consultation',
+      LAB: 'lab',
+      RADIOLOGY: 'radiology',
+      PROCEDURE: 'procedure',
+      DIAGNOSTICS: 'diagnostics',
+      DENTAL: 'dental',
+      MEDICINES: 'medicines',
+      PHYSIOTHERAPY: 'physiotherapy',
+      OPTICAL: 'optical',
+      Maternity: 'maternity',
+    });
+  });
+});
+
+describe('portal warnings, GP referral, multi-card', () => {
+  it('carries every warning verbatim with its type (missing type = warning), in extensions and disposition', () => {
+    const envelope = fixture('found-eligible-rich');
+    const cer = cerOf(envelope);
+    const warnings = envelope.eligibility_result?.data_dump?.data?.warning_messages ?? [];
+    const messages = ext(cer.extension, 'portal-message');
+    expect(messages.map((m) => [part(m, 'message')?.valueString, part(m, 'type')?.valueCode])).toEqual([
+      [warnings[0]?.message, 'warning'],
+      [warnings[1]?.message, 'warning'],
+      [warnings[2]?.message, 'information'],
+    ]);
+    for (const w of warnings) expect(cer.disposition).toContain(`"${w.message}"`);
+    expect(cer.disposition).toContain('Payer portal information: "Clinic rule: collect copay at reception"');
+  });
+
+  it('gives a warning screenshot a contained DocumentReference with a stable adapter link', () => {
+    const envelope = fixture('found-eligible-rich');
+    const cer = cerOf(envelope);
+    const reference = part(ext(cer.extension, 'portal-message')[1], 'screenshot')?.valueReference?.reference;
+    expect(reference).toBe('#warning-screenshot-1');
+    const doc = cer.contained?.find((r) => `#${r.id ?? ''}` === reference) as DocumentReference | undefined;
+    expect(doc).toMatchObject({ resourceType: 'DocumentReference', status: 'current' });
+    expect(doc?.subject).toBeUndefined();
+    const id = binaryId(CHECK_ID, 'screenshot', 1);
+    expect(doc?.content[0]?.attachment.url).toBe(`${BASE_URL}/fhir/Binary/${id}`);
+    expect(resolveBinary(envelope, parseBinaryId(id)!)?.url).toBe(
+      envelope.eligibility_result?.data_dump?.data?.warning_messages?.[1]?.screenshot,
+    );
+    // A message without a screenshot has no screenshot part and no DocumentReference.
+    expect(part(ext(cer.extension, 'portal-message')[0], 'screenshot')).toBeUndefined();
+    expect(cer.contained?.some((r) => r.id === 'warning-screenshot-0')).toBe(false);
+  });
+
+  it('is_gatekeeper "Yes": the portal value, required = true, and authorizationRequired on consultation items', () => {
+    const cer = cerOf(fixture('found-eligible-rich'));
+    const insurance = cer.insurance?.[0];
+    const gp = ext(insurance?.extension, 'gp-referral-required')[0];
+    expect(part(gp, 'isGatekeeper')?.valueString).toBe('Yes');
+    expect(part(gp, 'required')?.valueBoolean).toBe(true);
+    const items = insurance?.item ?? [];
+    const at = (source: string) => items.find((i) => sourceOf(i) === source);
+    expect(at('copay_analysis.copay_details[0]')?.authorizationRequired).toBe(true);
+    expect(at('copay_details_to_fill[2].values_to_fill.CONSULTATION')?.authorizationRequired).toBe(true);
+    expect(at('copay_analysis.copay_details[1]')?.authorizationRequired).toBeUndefined();
+    expect(cer.disposition).toContain(
+      'A GP referral is required for specialist visits (payer portal: is_gatekeeper = "Yes")',
+    );
+  });
+
+  it('is_gatekeeper "Not Mentioned": the value is kept, nothing is concluded', () => {
+    const cer = cerOf(fixture('found-not-eligible'));
+    const gp = ext(cer.insurance?.[0]?.extension, 'gp-referral-required')[0];
+    expect(part(gp, 'isGatekeeper')?.valueString).toBe('Not Mentioned');
+    expect(part(gp, 'required')).toBeUndefined();
+    expect(JSON.stringify(cer)).not.toContain('authorizationRequired');
+  });
+
+  it('a GP consultation item is not gated even when a referral is required for specialists', () => {
+    const cer = cerOf(fixture('search-all-complete'));
+    const daman = cer.insurance?.[0];
+    expect(part(ext(daman?.extension, 'gp-referral-required')[0], 'required')?.valueBoolean).toBe(true);
+    expect(daman?.item?.[0]?.category?.coding?.[1]?.code).toBe('gp-consultation');
+    expect(daman?.item?.[0]?.authorizationRequired).toBeUndefined();
+  });
+
+  it('multi-card: states plainly which card of how many, and that other cards are not shown', () => {
+    const cer = cerOf(fixture('multi-card'));
+    expect(cer.disposition).toContain(
+      'The member holds 3 cards; this is card 2 (package Gold Plus, network Premier). Other cards are not shown.',
+    );
+    const card = ext(cer.insurance?.[0]?.extension, 'multi-card')[0];
+    expect(card?.extension).toEqual([
+      { url: 'cardIndex', valuePositiveInt: 2 },
+      { url: 'cardTotal', valuePositiveInt: 3 },
+      { url: 'cardNumber', valueString: 'NEU-CARD-0002' },
+      { url: 'package', valueString: 'Gold Plus' },
+      { url: 'network', valueString: 'Premier' },
+    ]);
+    const coverage = cer.contained?.[0] as { subscriberId?: string; network?: string };
+    expect(coverage.subscriberId).toBe('NEU-CARD-0002');
+    expect(coverage.network).toBe('Premier');
+  });
+});
+
+describe('documents, signed links and patient data', () => {
+  it('never hands out an upstream signed link: every fixture CER is free of them', () => {
+    for (const { name, envelope } of allFixtures()) {
+      const text = JSON.stringify(cerOf(envelope));
+      expect({
+        name,
+        leaked: /s3\.amazonaws|X-Amz|sig=|expires=|sandbox-files|portal-docs/i.test(text),
+      }).toEqual({ name, leaked: false });
+    }
+  });
+
+  it('gives documents and the screenshot stable Binary URLs that resolve to the fresh upstream link', () => {
+    const envelope = fixture('found-eligible-rich');
+    const cer = cerOf(envelope);
+    // Each is a contained DocumentReference, referenced from its extension (dom-3).
+    const attachmentOfRef = (reference: string | undefined) => {
+      const doc = cer.contained?.find((r) => `#${r.id ?? ''}` === reference) as DocumentReference | undefined;
+      expect(doc?.resourceType).toBe('DocumentReference');
+      expect(doc?.status).toBe('current');
+      expect(doc?.type?.text).toBeTruthy();
+      expect(doc?.description).toBeTruthy();
+      // No patient data on the document, and only the adapter's link.
+      expect(doc?.subject).toBeUndefined();
+      expect(doc?.content).toHaveLength(1);
+      expect(doc?.content[0]?.attachment.url?.startsWith(`${BASE_URL}/fhir/Binary/`)).toBe(true);
+      return doc?.content[0]?.attachment;
+    };
+    const documents = ext(cer.extension, 'portal-document').map((e) =>
+      attachmentOfRef(e.valueReference?.reference),
+    );
+    expect(documents).toEqual([
+      {
+        url: `${BASE_URL}/fhir/Binary/${CHECK_ID}.d0`,
+        contentType: 'application/pdf',
+        title: 'Eligibility form',
+      },
+      { url: `${BASE_URL}/fhir/Binary/${CHECK_ID}.d1`, title: 'Referral letter' },
+    ]);
+    const screenshot = attachmentOfRef(ext(cer.extension, 'portal-screenshot')[0]?.valueReference?.reference);
+    expect(screenshot?.url).toBe(`${BASE_URL}/fhir/Binary/${CHECK_ID}.s`);
+    const ref = parseBinaryId(`${CHECK_ID}.d1`);
+    expect(ref).toEqual({ checkId: CHECK_ID, kind: 'document', index: 1 });
+    expect(resolveBinary(envelope, ref!)?.url).toBe(
+      envelope.eligibility_result?.data_dump?.data?.referral_documents?.[1]?.s3_url,
+    );
+    expect(resolveBinary(envelope, parseBinaryId(`${CHECK_ID}.s`)!)?.url).toBe(
+      envelope.eligibility_result?.data_dump?.data?.screenshot_key,
+    );
+    expect(resolveBinary(envelope, { checkId: CHECK_ID, kind: 'document', index: 9 })).toBeNull();
+  });
+
+  it('shows interim documents while the check is in flight', () => {
+    const cer = cerOf(fixture('in-flight'));
+    expectValidFhir(cer);
+    expect(ext(cer.extension, 'portal-document')).toHaveLength(1);
+    const shot = ext(cer.extension, 'portal-screenshot')[0]?.valueReference?.reference;
+    const doc = cer.contained?.find((r) => `#${r.id ?? ''}` === shot) as DocumentReference | undefined;
+    expect(doc?.content[0]?.attachment.contentType).toBe('image/jpeg');
+  });
+
+  it('does not echo the policy holder name, Emirates ID, date of birth or phone', () => {
+    for (const { name, envelope } of allFixtures()) {
+      const text = JSON.stringify(cerOf(envelope));
+      const datas = [
+        envelope.eligibility_result?.data_dump?.data,
+        ...(envelope.aggregated_results ?? []).map((e) => e.data),
+      ];
+      const personal = [
+        envelope.request_dump?.name,
+        envelope.request_dump?.emirates_id,
+        envelope.request_dump?.dob,
+        envelope.request_dump?.phone,
+        ...datas.flatMap((d) => [
+          d?.policy_holder_name,
+          d?.policy_holder_emirates_id,
+          d?.policy_holder_dob,
+          d?.patient_info?.policy_holder_name,
+          d?.patient_info?.patient_emirates_id,
+          d?.patient_info?.policy_holder_dob,
+          d?.policy_network?.policy_holder_name,
+        ]),
+      ].filter((v): v is string => typeof v === 'string' && v.length > 3);
+      // A card number searched by is the member's card number, which the Coverage needs.
+      const cardSearch =
+        envelope.request_dump?.id_type === 'CARDNUMBER' ? envelope.request_dump.emirates_id : undefined;
+      for (const value of personal.filter((v) => v !== cardSearch)) {
+        expect({ name, value, echoed: text.includes(value) }).toEqual({ name, value, echoed: false });
+      }
+    }
+  });
+});
+
+describe('search-all', () => {
+  it('returns one insurance entry per payer that found the member, in the given order (created_at never ranks)', () => {
+    const cer = cerOf(fixture('search-all-two-eligible'));
+    expect(cer.insurance?.map((i) => i.inforce)).toEqual([true, true]);
+    const payors = (cer.contained ?? []).map((c) => (c as Coverage).payor[0]?.identifier?.value);
+    expect(payors).toEqual(['THIQA', 'DAMAN']);
+    expect(cer.insurance?.map((i) => i.coverage.reference)).toEqual(['#coverage-1', '#coverage-2']);
+    const warning = ext(cer.insurance?.[1]?.extension, 'portal-message')[0];
+    expect(part(warning, 'message')?.valueString).toBe('Co-payment waived for this visit type');
+  });
+
+  it('records every payer that responded, with its status', () => {
+    const cer = cerOf(fixture('search-all-complete'));
+    const responses = ext(cer.extension, 'search-all-response').map((e) => [
+      part(e, 'payer')?.valueString,
+      part(e, 'status')?.valueString,
+      part(e, 'eligible')?.valueBoolean,
+    ]);
+    expect(responses).toEqual([
+      ['NAS', 'member_not_found', false],
+      ['DAMAN', 'found', true],
+      ['AXA', 'member_found', false],
+      ['MEDNET', 'tpa_not_configured', undefined],
+    ]);
+    expect(cer.insurance?.map((i) => i.inforce)).toEqual([true, false]);
+    const outcome = ext(cer.extension, 'upstream-outcome')[0];
+    expect(part(outcome, 'payersResponded')?.valueUnsignedInt).toBe(4);
+  });
+
+  it('stays queued while SEARCH_ALL_PROCESSING, listing the payers that already found the member', () => {
+    const cer = cerOf(fixture('search-all-processing'));
+    expect(cer.outcome).toBe('queued');
+    expect(cer.insurance).toHaveLength(1);
+  });
+
+  it('still checking after the timeout: queued, says so, keeps the payers that answered', () => {
+    const cer = stillCheckingCer(ctx(true), fixture('search-all-processing'));
+    expectValidFhir(cer);
+    expect(cer.outcome).toBe('queued');
+    expect(cer.disposition).toMatch(/^Still checking/);
+    expect(cer.insurance).toHaveLength(1);
+  });
+
+  it('treats an envelope as a search-all when only the check says so', () => {
+    const envelope = { ...fixture('search-all-none-found'), is_search_all: null };
+    const cer = mapEnvelope(envelope, ctx(true));
+    expect(cer.disposition).toContain('No matching coverage found');
+  });
+});
+
+describe('queued, still checking and adapter errors', () => {
+  it('queuedCer: outcome queued with a plain-text disposition', () => {
+    const cer = queuedCer(ctx());
+    expectValidFhir(cer);
+    expect(cer).toMatchObject({
+      outcome: 'queued',
+      disposition: 'Eligibility check in progress at the payer portal.',
+    });
+    expect(queuedCer(ctx(), 'Waiting for a free slot').disposition).toBe('Waiting for a free slot');
+  });
+
+  it('stillCheckingCer without an envelope: queued, still checking', () => {
+    const cer = stillCheckingCer(ctx(), null);
+    expectValidFhir(cer);
+    expect(cer.outcome).toBe('queued');
+    expect(cer.disposition).toMatch(/^Still checking/);
+  });
+
+  it('adapterErrorCer: outcome error with the code in the service outcome CodeSystem, found again by answers.ts', () => {
+    const row = findAdapterError('ambiguous-create')!;
+    const cer = adapterErrorCer(ctx(), { code: 'ambiguous-create', text: row.text });
+    expectValidFhir(cer);
+    const coding = cer.error?.[0]?.code.coding?.[0];
+    expect(coding).toEqual({ system: OUTCOME_SYSTEM, code: 'ambiguous-create' });
+    expect(findAdapterError(coding?.code)).toBe(row);
+    expect(cer.disposition).toBe(row.text);
+  });
+});
+
+describe('binary ids', () => {
+  it('round-trips any check id, kind and index, and every id is a FHIR id', () => {
+    const checkId = fc.stringMatching(/^[A-Za-z0-9\-.]{1,50}$/);
+    fc.assert(
+      fc.property(checkId, fc.option(fc.nat(999_999), { nil: undefined }), (id, index) => {
+        const shot = binaryId(id, 'screenshot', index);
+        expect(shot).toMatch(/^[A-Za-z0-9\-.]{1,64}$/);
+        expect(parseBinaryId(shot)).toEqual(
+          index === undefined
+            ? { checkId: id, kind: 'screenshot' }
+            : { checkId: id, kind: 'screenshot', index },
+        );
+        const doc = binaryId(id, 'document', index ?? 0);
+        expect(parseBinaryId(doc)).toEqual({ checkId: id, kind: 'document', index: index ?? 0 });
+      }),
+    );
+  });
+
+  it.each(['', 'abc', 'abc.x1', 'abc.d', 'abc.d01', '.s', 'a/b.s', `${'a'.repeat(64)}.s`])(
+    'rejects %j',
+    (id) => {
+      expect(parseBinaryId(id)).toBeNull();
+    },
+  );
+
+  it('refuses ids that would not be FHIR ids', () => {
+    expect(() => binaryId('a'.repeat(63), 'screenshot')).toThrow(RangeError);
+    expect(() => binaryId('bad/id', 'document', 0)).toThrow(RangeError);
+  });
+});
+
+describe('conformance resources', () => {
+  const resources = conformanceResources();
+
+  it('publishes the code tables as ConceptMaps that say what the service does', () => {
+    const maps = resources.filter((r): r is ConceptMap => r.resourceType === 'ConceptMap');
+    expect(maps.map((m) => m.id).sort()).toEqual([
+      'benefit-category-to-visit-type',
+      'service-category-to-benefit-category',
+    ]);
+    for (const map of maps) {
+      expect(map.url).toBe(`${CANONICAL_BASE}/ConceptMap/${map.id}`);
+      expect(map.status).toBe('active');
+    }
+    const categories = maps.find((m) => m.id === 'service-category-to-benefit-category');
+    const groupOf = (source: string, target: string) =>
+      categories?.group?.find((g) => g.source === source && g.target === target);
+    const serviceCategory = `${CANONICAL_BASE}/CodeSystem/service-category`;
+    const benefitCategory = 'http://terminology.hl7.org/CodeSystem/ex-benefitcategory';
+    const label = `${CANONICAL_BASE}/upstream/service_category_label`;
+    const dental = groupOf(serviceCategory, benefitCategory)?.element?.find((e) => e.code === 'dental');
+    expect(dental?.target?.[0]).toMatchObject({ code: '35', equivalence: 'equivalent' });
+    // Portal label keywords: to our code (no keyword: other) and to ex-benefitcategory where one fits.
+    const toOwn = groupOf(label, serviceCategory);
+    expect(toOwn?.element?.find((e) => e.code === 'orthodontic')?.target?.[0]).toMatchObject({
+      code: 'dental',
+      equivalence: 'wider',
+    });
+    expect(toOwn?.unmapped).toMatchObject({ mode: 'fixed', code: 'other' });
+    const toHl7 = groupOf(label, benefitCategory);
+    expect(toHl7?.element?.find((e) => e.code === 'x ray')?.target?.[0]?.code).toBe('4');
+    expect(toHl7?.element?.some((e) => e.code === 'physiotherapy')).toBe(false);
+    // The map says what the mapper does: a label that is just a keyword gets that category.
+    for (const element of toOwn?.element ?? []) {
+      const cer = cerOf({
+        task_id: 't',
+        status: 'PROCESS_COMPLETE',
+        eligibility_result: {
+          status: 'found',
+          tpa_name: 'DAMAN',
+          data_dump: {
+            data: {
+              is_eligible: true,
+              copay_analysis: { copay_details: [{ visit_type: element.code, copay_percentage: 10 }] },
+            },
+          },
+        },
+      });
+      const codes = cer.insurance?.[0]?.item?.[0]?.category?.coding?.map((c) => c.code);
+      expect({ label: element.code, codes }).toEqual({
+        label: element.code,
+        codes: [
+          ...(toHl7?.element?.find((e) => e.code === element.code)?.target?.map((t) => t.code) ?? []),
+          element.target?.[0]?.code,
+        ],
+      });
+    }
+    const visits = maps.find((m) => m.id === 'benefit-category-to-visit-type');
+    const consultation = visits?.group
+      ?.find((g) => g.source === 'http://terminology.hl7.org/CodeSystem/ex-benefitcategory')
+      ?.element?.find((e) => e.code === '3');
+    expect(consultation?.target?.[0]?.code).toBe('OUTPATIENT');
+  });
+
+  it.each(resources.map((r) => [`${r.resourceType}/${r.id}`, r] as const))(
+    '%s is valid FHIR',
+    (_name, resource) => {
+      expectValidFhir(resource);
+    },
+  );
+
+  /** Every extension URL and every coding of our own systems in a CER. */
+  function ownTerms(value: unknown, found: { extensions: Set<string>; codings: Coding[] }): void {
+    if (Array.isArray(value)) {
+      for (const v of value) ownTerms(v, found);
+      return;
+    }
+    if (typeof value !== 'object' || value === null) return;
+    const record = value as Record<string, unknown>;
+    if (typeof record.url === 'string' && record.url.startsWith(CANONICAL_BASE)) {
+      const url = record.url;
+      found.extensions.add(url);
+      for (const sub of (record.extension as Extension[] | undefined) ?? [])
+        found.extensions.add(`${url}#${sub.url}`);
+    }
+    if (typeof record.system === 'string' && record.system.startsWith(`${CANONICAL_BASE}/CodeSystem/`)) {
+      found.codings.push(record);
+    }
+    for (const v of Object.values(record)) ownTerms(v, found);
+  }
+
+  it('defines every extension, sub-extension and code the CERs use', () => {
+    const found = { extensions: new Set<string>(), codings: [] as Coding[] };
+    for (const { envelope } of allFixtures()) ownTerms(cerOf(envelope), found);
+    ownTerms(adapterErrorCer(ctx(), { code: 'task-lost', text: 'x' }), found);
+    const defined = new Set<string>();
+    for (const sd of resources.filter(
+      (r): r is StructureDefinition => r.resourceType === 'StructureDefinition',
+    )) {
+      defined.add(sd.url);
+      for (const el of sd.differential?.element ?? [])
+        if (el.sliceName) defined.add(`${sd.url}#${el.sliceName}`);
+    }
+    const undefinedUrls = [...found.extensions].filter((u) => !defined.has(u));
+    expect(undefinedUrls).toEqual([]);
+    expect(found.extensions.size).toBeGreaterThan(30);
+    const codes = new Map<string, Set<string>>();
+    for (const cs of resources.filter((r): r is CodeSystem => r.resourceType === 'CodeSystem')) {
+      codes.set(cs.url!, new Set((cs.concept ?? []).map((c) => c.code)));
+    }
+    const unknown = found.codings.filter((c) => !codes.get(c.system!)?.has(c.code!));
+    expect(unknown).toEqual([]);
+  });
+
+  it('has one outcome CodeSystem with the upstream outcome codes and the adapter failure codes', () => {
+    const cs = resources
+      .filter((r): r is CodeSystem => r.resourceType === 'CodeSystem')
+      .find((r) => r.url === OUTCOME_SYSTEM);
+    const codes = (cs?.concept ?? []).map((c) => c.code);
+    expect(codes).toEqual(
+      expect.arrayContaining([
+        'member-not-found',
+        'unknown-outcome',
+        'invalid-credentials',
+        'ambiguous-create',
+        'task-lost',
+      ]),
+    );
+  });
+});
+
+describe('property: any schema-valid envelope maps to a valid CER', () => {
+  const loose = fc.oneof(
+    fc.constant(null),
+    fc.integer({ min: -5, max: 3_000_000_000 }),
+    fc.double({ noNaN: true, noDefaultInfinity: true }),
+    fc.constantFrom(
+      '20%',
+      '12.5',
+      'AED 50',
+      'Nil',
+      '',
+      '  ',
+      '0',
+      '1,000',
+      '50 AED',
+      'Not Covered',
+      '\u0007x',
+    ),
+    fc.string(),
+  );
+  const text = fc.option(
+    fc.oneof(fc.string(), fc.constantFrom('Yes', 'No', 'Not Mentioned', 'In-Network', 'out', 'annual')),
+    { nil: null },
+  );
+  const costSharing = fc.record(
+    {
+      visit_type: text,
+      visit_setting: text,
+      copay_amount: loose,
+      copay_currency: fc.option(fc.oneof(fc.constantFrom('AED', 'usd', 'Dhs', ''), fc.string()), {
+        nil: null,
+      }),
+      copay_percentage: loose,
+      copay_maximum_scope: text,
+      copay_maximum_amount: loose,
+      coinsurance_percentage: loose,
+    },
+    { requiredKeys: [] },
+  );
+  const copayDetail = fc.record(
+    {
+      visit_type: text,
+      coverage_status: fc.option(fc.constantFrom('Covered', 'Not Covered', 'Partially'), { nil: null }),
+      copay_percentage: loose,
+      copay_amount: loose,
+      copay_max_amount: loose,
+      copay_currency: text,
+      copay_max_scope: text,
+      coinsurance_percentage: loose,
+      remarks: text,
+      copay_aggregate_cap: text,
+      cost_sharing: fc.option(costSharing, { nil: null }),
+    },
+    { requiredKeys: [] },
+  );
+  const valueToFill = fc.record(
+    {
+      deductible: fc.option(fc.oneof(fc.string(), fc.constantFrom('50', '10%', 'AED 25')), { nil: null }),
+      copay: fc.option(fc.oneof(fc.string(), fc.constantFrom('20', '12.5%', 'Not Covered')), { nil: null }),
+      _copayAmount: text,
+      _copayMaxAmount: text,
+      _deductibleLegacy: text,
+      _maxDeductible: text,
+      _is_outpatient_fallback: fc.option(fc.boolean(), { nil: null }),
+    },
+    { requiredKeys: [] },
+  );
+  const data = fc.record(
+    {
+      is_eligible: fc.option(fc.boolean(), { nil: null }),
+      failure_reason: text,
+      card_index: loose,
+      multi_card_total: loose,
+      card_number: text,
+      package_name: text,
+      card_network: text,
+      patient_info: fc.record({ policy_primary_member_id: text }, { requiredKeys: [] }),
+      copay_analysis: fc.record(
+        {
+          waiting_period: text,
+          copay_details: fc.array(copayDetail, { maxLength: 3 }),
+          special_remarks: fc.array(fc.string(), { maxLength: 2 }),
+          new_version_of_copay_analysis: fc.record(
+            {
+              benefits: fc.array(
+                fc.record(
+                  {
+                    service_category_standardized: text,
+                    service_category_original: text,
+                    coverage_status: text,
+                    cost_sharing: fc.array(costSharing, { maxLength: 2 }),
+                    conditions: fc.oneof(fc.constant(null), fc.string(), fc.object({ maxDepth: 1 })),
+                    limits: fc.oneof(fc.constant(null), fc.string()),
+                    remarks: text,
+                  },
+                  { requiredKeys: [] },
+                ),
+                { maxLength: 2 },
+              ),
+              policy_info: fc.record(
+                {
+                  policy_period_start: fc.option(
+                    fc.constantFrom('2026-01-01', '31/12/2026', '2026-02-30', 'soon'),
+                    { nil: null },
+                  ),
+                  policy_period_end: fc.option(fc.constantFrom('2025-12-31', '2026-12-31', 'later'), {
+                    nil: null,
+                  }),
+                  beneficiary_start_date: fc.record({ DD: loose, MM: loose, YYYY: loose }),
+                },
+                { requiredKeys: [] },
+              ),
+            },
+            { requiredKeys: [] },
+          ),
+        },
+        { requiredKeys: [] },
+      ),
+      policy_network: fc.record(
+        {
+          is_gatekeeper: text,
+          is_vip: text,
+          start_date: text,
+          valid_upto: text,
+          policy_plan_name: text,
+          payer_name: text,
+        },
+        { requiredKeys: [] },
+      ),
+      copay_details_to_fill: fc.array(
+        fc.record({
+          name: fc.constantFrom('Outpatient', 'Maternity', 'Specialization', 'Inpatient', ''),
+          values_to_fill: fc.dictionary(
+            fc.constantFrom('CONSULTATION', 'LAB', 'OPTICAL', 'MEDICINES', 'X'),
+            valueToFill,
+            { maxKeys: 3 },
+          ),
+        }),
+        { maxLength: 2 },
+      ),
+      warning_messages: fc.array(
+        fc.record({
+          message: fc.string(),
+          message_type: fc.option(fc.constantFrom('warning', 'information', 'error'), { nil: undefined }),
+          screenshot: text,
+        }),
+        { maxLength: 3 },
+      ),
+      referral_documents: fc.array(fc.record({ s3_url: fc.webUrl(), tag: text, original_filename: text }), {
+        maxLength: 2,
+      }),
+      screenshot_key: text,
+    },
+    { requiredKeys: [] },
+  );
+  const resultStatus = fc.constantFrom(
+    'found',
+    'member_found',
+    'member_not_found',
+    'invalid_credentials',
+    'failed',
+    'error',
+    'backoff',
+    'tpa_not_configured',
+    'weird',
+  );
+  const single = fc.record({
+    task_id: fc.constant('task-prop'),
+    status: fc.constantFrom('PROCESS_COMPLETE', 'FAILED', 'CANCELLED', 'NAVIGATING_WEBSITE', 'SOMETHING_NEW'),
+    eligibility_result: fc.option(
+      fc.record({
+        status: resultStatus,
+        error_type: text,
+        message: text,
+        tpa_name: text,
+        data_dump: fc.record({ data: fc.option(data, { nil: null }) }),
+      }),
+      { nil: null },
+    ),
+  });
+  const searchAll = fc.record({
+    task_id: fc.constant('task-prop-all'),
+    status: fc.constantFrom('PROCESS_COMPLETE', 'NAVIGATING_WEBSITE', 'FAILED'),
+    is_search_all: fc.constant(true),
+    search_all_status: fc.constantFrom('SEARCH_ALL_PROCESSING', 'SEARCH_ALL_COMPLETE'),
+    aggregated_results: fc.array(
+      fc.record({ status: resultStatus, tpa_name: text, data: fc.option(data, { nil: null }) }),
+      { maxLength: 3 },
+    ),
+  });
+
+  // Most runs should reach the benefit mapping: a found result with a determination.
+  const decided = fc.tuple(data, fc.boolean()).map(([d, eligible]) => ({ ...d, is_eligible: eligible }));
+  const found = fc.record({
+    task_id: fc.constant('task-prop-found'),
+    status: fc.constant('PROCESS_COMPLETE'),
+    eligibility_result: fc.record({
+      status: fc.constantFrom('found', 'member_found'),
+      data_dump: fc.record({ data: decided }),
+    }),
+  });
+  const searchAllFound = fc.record({
+    task_id: fc.constant('task-prop-all-found'),
+    status: fc.constant('PROCESS_COMPLETE'),
+    is_search_all: fc.constant(true),
+    search_all_status: fc.constant('SEARCH_ALL_COMPLETE'),
+    aggregated_results: fc.array(fc.record({ status: fc.constant('found'), tpa_name: text, data: decided }), {
+      minLength: 1,
+      maxLength: 3,
+    }),
+  });
+  const anyEnvelope = fc.oneof(
+    { arbitrary: found, weight: 4 },
+    { arbitrary: searchAllFound, weight: 2 },
+    { arbitrary: single, weight: 2 },
+    { arbitrary: searchAll, weight: 1 },
+  );
+
+  it('never throws and always passes the validator (single payer and search-all)', () => {
+    fc.assert(
+      fc.property(anyEnvelope, (raw) => {
+        const envelope = envelopeSchema.parse(raw);
+        const cer = cerOf(envelope);
+        expectValidFhir(cer);
+        expect(cer.outcome).toBe(outcomeRuleFor(envelope).cerOutcome);
+        expectValidFhir(stillCheckingCer(ctx(isSearchAll(envelope)), envelope));
+      }),
+      { numRuns: 200 },
+    );
+  });
+});
