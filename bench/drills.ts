@@ -26,10 +26,13 @@ import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { openStore } from '../src/checks/open-store.js';
+import { isAnswered } from '../src/checks/store.js';
+import type { CerOutcome, CheckState } from '../src/checks/store.js';
 import type { BenchUpstream } from './upstream.js';
 import { startBenchUpstream } from './upstream.js';
 import type { ServiceProcess, Submitted } from './lib.js';
 import {
+  answeredChecks,
   checksByState,
   logSummary,
   machine,
@@ -96,13 +99,17 @@ function serviceEnv(upstream: BenchUpstream, dir: string, databaseUrl: string, s
   };
 }
 
-/** Waits until the store holds `count` done checks (read through /metrics of a live replica). */
+/**
+ * Waits until the store holds `count` answered checks (read through /metrics of a live replica):
+ * done, or answered while still holding a slot (see `answeredChecks`).
+ */
 async function untilAllDone(service: ServiceProcess, count: number, timeoutMs: number): Promise<void> {
   const started = Date.now();
   let last = 0;
   for (;;) {
-    const states = checksByState(await scrape(service.url));
-    if ((states.done ?? 0) >= count) return;
+    const text = await scrape(service.url);
+    const states = checksByState(text);
+    if (answeredChecks(text) >= count) return;
     if (Date.now() - last > 15_000) {
       last = Date.now();
       log(`  states ${JSON.stringify(states)}`);
@@ -135,13 +142,17 @@ async function outcome(
     await store.close();
   }
   const accepted = submitted.filter((x) => x.id !== null);
-  const lostIds = accepted.filter((x) => byId.get(x.id ?? '')?.state !== 'done').map((x) => x.id ?? '');
+  // Lost = accepted but, at the end, not in the store or without its answer (isAnswered: done, or
+  // an ambiguous create-task answered at once while its row still holds the tenant slot).
+  const answered = (row: { state: string; outcome: string } | undefined): boolean =>
+    row !== undefined && isAnswered({ state: row.state as CheckState, outcome: row.outcome as CerOutcome });
+  const lostIds = accepted.filter((x) => !answered(byId.get(x.id ?? ''))).map((x) => x.id ?? '');
   const errors: Record<string, number> = {};
   let complete = 0;
   let done = 0;
   for (const x of accepted) {
     const row = byId.get(x.id ?? '');
-    if (row?.state !== 'done') continue;
+    if (!answered(row) || !row) continue;
     done += 1;
     if (row.outcome === 'complete') complete += 1;
     else errors[`${row.outcome}:${row.code}`] = (errors[`${row.outcome}:${row.code}`] ?? 0) + 1;

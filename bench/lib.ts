@@ -278,6 +278,23 @@ export function checksByState(metricsText: string): Record<string, number> {
   return out;
 }
 
+/**
+ * Checks that have their answer, from a /metrics text: done, or ended early while the row still
+ * holds its tenant slot (an ambiguous create-task keeps `creating` for one check timeout, with an
+ * error CER already given). The same rule as `isAnswered` in src/checks/store.ts.
+ */
+export function answeredChecks(metricsText: string): number {
+  let total = 0;
+  for (const line of metricsText.split('\n')) {
+    const m = /^checks\{([^}]*)\} (\S+)/.exec(line);
+    if (!m?.[1] || !m[2]) continue;
+    const state = /state="([^"]+)"/.exec(m[1])?.[1];
+    const outcome = /outcome="([^"]+)"/.exec(m[1])?.[1];
+    if (state === 'done' || (outcome !== undefined && outcome !== 'queued')) total += Number(m[2]);
+  }
+  return total;
+}
+
 /** Sums of a counter or histogram-count family by the values of one label, from a /metrics text. */
 export function sumByLabel(
   metricsText: string,
