@@ -64,6 +64,17 @@ async function allComplete(
   return cers;
 }
 
+/** How many stored checks are in a state, from the service's /metrics. */
+async function checksIn(url: string, state: string): Promise<number> {
+  const res = await request(url).get('/metrics');
+  let total = 0;
+  for (const line of String(res.text).split('\n')) {
+    const m = /^checks\{[^}]*state="([^"]+)"[^}]*\} (\S+)/.exec(line);
+    if (m?.[1] === state) total += Number(m[2]);
+  }
+  return total;
+}
+
 /** Every check's CER once none is still queued (complete, or an error such as ambiguous-create). */
 async function allAnswered(
   url: string,
@@ -97,7 +108,13 @@ describe('process drills', () => {
     const checks = await submitMany(first.url, 5, 50);
     // Every task exists upstream and none has finished: the process dies with all 50 in flight.
     await until(() => (sandbox.control.stats().createTask === 50 ? true : undefined), 20_000, '50 tasks');
-    await new Promise((r) => setTimeout(r, 300));
+    // ... and the service has stored every task id (no create-task answer still on its way, which
+    // a kill would make ambiguous): 50 checks polling.
+    await until(
+      async () => ((await checksIn(first.url, 'polling')) === 50 ? true : undefined),
+      20_000,
+      '50 polling',
+    );
     await first.kill();
 
     const second = await spawnService(env);
