@@ -153,16 +153,32 @@ export async function advanceCheck(check: Check, deps: LifecycleDeps): Promise<v
         break;
     }
   } finally {
-    await deps.store.release(check.id, check.leaseOwner ?? deps.owner);
+    const token = check.leaseOwner ?? deps.owner;
+    // A step whose last write already dropped the lease needs no separate release.
+    if (!releasedBy.delete(`${check.id} ${token}`)) await deps.store.release(check.id, token);
   }
 }
 
+/**
+ * Steps whose last write dropped the lease, by `checkId claimToken` (a claim token is unique per
+ * scheduler round, so an entry is never confused with another step's).
+ */
+const releasedBy = new Set<string>();
+
+/**
+ * Writes a step's patch. A patch that schedules the next step (`nextRunAt`) or ends the check
+ * (`state: done`) is the step's last write: it drops the lease in the same statement, which saves
+ * one write transaction per step (bench/README.md, figure 1).
+ */
 async function write(check: Check, deps: LifecycleDeps, patch: CheckPatch): Promise<Check | null> {
   if (patch.cer && sameCer(patch.cer, check.cer)) delete patch.cer;
+  const token = check.leaseOwner ?? deps.owner;
+  const release = patch.nextRunAt !== undefined || patch.state === 'done';
   // The claim token (unique per scheduler round) fences a step that outlived its lease: once the
   // check was claimed again, the old step's writes are refused.
-  const updated = await deps.store.update(check.id, check.leaseOwner ?? deps.owner, patch, deps.now(), check);
+  const updated = await deps.store.update(check.id, token, patch, deps.now(), check, { release });
   if (!updated) deps.logger.warn('lease lost; step dropped', { checkId: check.id });
+  else if (release) releasedBy.add(`${check.id} ${token}`);
   return updated;
 }
 

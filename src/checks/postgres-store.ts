@@ -11,6 +11,7 @@ import type {
   CheckStore,
   Check,
   ClaimOptions,
+  UpdateOptions,
   Guard,
   NewCheck,
   SearchFilters,
@@ -259,9 +260,11 @@ export class PostgresStore implements CheckStore {
     patch: CheckPatch,
     now: number,
     base?: Check,
+    options: UpdateOptions = {},
   ): Promise<Check | null> {
     const params = new Params(dialect);
     const sets = patchAssignments(patch, params, dialect);
+    if (options.release) sets.push('lease_owner = NULL', 'lease_until = NULL');
     if (patch.cer) {
       // One statement: the new version and the CER's meta come from the row as it is locked.
       const cer = params.json(patch.cer);
@@ -284,7 +287,7 @@ export class PostgresStore implements CheckStore {
       params.values,
     );
     if (!row) return null;
-    return base ? patched(base, patch, Number(row.version), now) : rowToCheck(row, dialect);
+    return base ? patched(base, patch, Number(row.version), now, options.release) : rowToCheck(row, dialect);
   }
 
   async release(id: string, owner: string): Promise<void> {

@@ -10,6 +10,7 @@ import type {
   CheckStore,
   Check,
   ClaimOptions,
+  UpdateOptions,
   Guard,
   NewCheck,
   SearchFilters,
@@ -239,19 +240,45 @@ export class SqliteStore implements CheckStore {
     );
   }
 
-  update(id: string, owner: string, patch: CheckPatch, now: number, base?: Check): Promise<Check | null> {
+  update(
+    id: string,
+    owner: string,
+    patch: CheckPatch,
+    now: number,
+    base?: Check,
+    options: UpdateOptions = {},
+  ): Promise<Check | null> {
     return run(() =>
       this.db
         .transaction(() => {
-          // The holder of the latest claim may write even after its lease ran out, as long as
-          // nobody claimed the check since (a claim replaces lease_owner with its own token).
+          const params = new Params(dialect);
+          const sets = patchAssignments(patch, params, dialect);
+          if (options.release) sets.push('lease_owner = NULL', 'lease_until = NULL');
+          if (base) {
+            // The hot path: one statement. The holder of the latest claim may write even after
+            // its lease ran out, as long as nobody claimed the check since (a claim replaces
+            // lease_owner with its own token); the version guard makes `base` the row as stored.
+            const version = patch.cer ? base.version + 1 : base.version;
+            if (patch.cer) {
+              sets.push(
+                `cer = ${params.json(stampCer(patch.cer, version, now))}`,
+                `version = ${params.add(version)}`,
+                `updated_at = ${params.add(now)}`,
+              );
+            }
+            if (sets.length === 0) sets.push('id = id');
+            const changed = this.statement(
+              `UPDATE checks SET ${sets.join(', ')}
+               WHERE id = ${params.add(id)} AND lease_owner = ${params.add(owner)}
+                 AND version = ${params.add(base.version)}`,
+            ).run(params.values).changes;
+            return changed === 1 ? patched(base, patch, version, now, options.release) : null;
+          }
           const current = this.row('SELECT version FROM checks WHERE id = ? AND lease_owner = ?', [
             id,
             owner,
           ]);
           if (!current) return null;
-          const params = new Params(dialect);
-          const sets = patchAssignments(patch, params, dialect);
           const version = patch.cer ? int(current, 'version') + 1 : int(current, 'version');
           if (patch.cer) {
             sets.push(
@@ -259,14 +286,6 @@ export class SqliteStore implements CheckStore {
               `version = ${params.add(version)}`,
               `updated_at = ${params.add(now)}`,
             );
-          }
-          if (base) {
-            if (sets.length > 0) {
-              this.statement(`UPDATE checks SET ${sets.join(', ')} WHERE id = ${params.add(id)}`).run(
-                params.values,
-              );
-            }
-            return patched(base, patch, version, now);
           }
           const updated = this.row(
             sets.length > 0

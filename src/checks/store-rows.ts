@@ -401,9 +401,19 @@ export function rowToStoredCer(row: Row): StoredCer {
   return { json: cer, version: Number(row.version), updatedAt: Number(row.updated_at) };
 }
 
-/** `base` with a patch applied as the store applied it (CER stamped, version and updatedAt moved). */
-export function patched(base: Check, patch: CheckPatch, version: number, now: number): Check {
+/** `base` with a patch applied as the store applied it (CER stamped, version and updatedAt moved, lease dropped when released). */
+export function patched(
+  base: Check,
+  patch: CheckPatch,
+  version: number,
+  now: number,
+  released = false,
+): Check {
   const merged: Check = { ...base, ...patch };
+  if (released) {
+    merged.leaseOwner = null;
+    merged.leaseUntil = null;
+  }
   if (patch.cer) {
     merged.cer = stampCer(patch.cer, version, now);
     merged.version = version;

@@ -128,6 +128,11 @@ export interface Guard {
   openedAt: number;
 }
 
+export interface UpdateOptions {
+  /** Drop the lease in the same write (the step ends with it). */
+  release?: boolean;
+}
+
 export interface ClaimOptions {
   owner: string;
   now: number;
@@ -172,8 +177,17 @@ export interface CheckStore {
    * claim took the check (the caller's step is fenced off). With
    * `base` (the check as the caller holds it), the result is `base` with the patch applied rather
    * than the row read back: the hot path of polling skips re-reading and re-parsing the documents.
+   * With `options.release`, the same statement drops the lease: the step's last write ends the
+   * step, so no separate `release` transaction follows it.
    */
-  update(id: string, owner: string, patch: CheckPatch, now: number, base?: Check): Promise<Check | null>;
+  update(
+    id: string,
+    owner: string,
+    patch: CheckPatch,
+    now: number,
+    base?: Check,
+    options?: UpdateOptions,
+  ): Promise<Check | null>;
   /** Drops the caller's lease on a check (graceful shutdown, or after acting on it). */
   release(id: string, owner: string): Promise<void>;
   /** Drops every lease this owner holds. */

@@ -521,6 +521,56 @@ describe.each([sqliteBackend(), postgresBackend()])('CheckStore on $name', (back
     expect(await store.update(claimed!.id, 'owner-b', { pollFailures: 3 }, T0 + 9, withoutCer!)).toBeNull();
   });
 
+  it('the last write of a step drops the lease in the same statement (release option)', async () => {
+    const store = await storeOn();
+    await insertAll(store, [{}]);
+    const [claimed] = await store.claimDue(claimOptions('owner-a', T0));
+    const polling = await store.update(
+      claimed!.id,
+      'owner-a',
+      { state: 'polling', upstreamTaskId: 'task-1', nextRunAt: T0 + 5_000 },
+      T0 + 1,
+      claimed,
+      { release: true },
+    );
+    const stored = await store.get(claimed!.tenantId, claimed!.id);
+    expect(stored).toMatchObject({ state: 'polling', leaseOwner: null, leaseUntil: null });
+    expect(polling).toEqual(stored);
+    // Released: the old holder cannot write again, and the check is claimable when due.
+    expect(await store.update(claimed!.id, 'owner-a', { pollFailures: 1 }, T0 + 2, polling!)).toBeNull();
+    expect((await store.claimDue(claimOptions('owner-b', T0 + 5_000))).map((c) => c.id)).toEqual([
+      claimed!.id,
+    ]);
+  });
+
+  it('a write from a stale copy of the check never reuses a versionId', async () => {
+    const store = await storeOn();
+    await insertAll(store, [{}]);
+    const [claimed] = await store.claimDue(claimOptions('owner-a', T0));
+    const changed = await store.update(
+      claimed!.id,
+      'owner-a',
+      { cer: { ...claimed!.cer, disposition: 'changed' } },
+      T0 + 1,
+      claimed,
+    );
+    expect(changed?.version).toBe(2);
+    // `claimed` still says version 1: writing from it would stamp a wrong versionId.
+    const stale = await store.update(
+      claimed!.id,
+      'owner-a',
+      { cer: { ...claimed!.cer, disposition: 'again' } },
+      T0 + 2,
+      claimed,
+    );
+    const stored = await store.get(claimed!.tenantId, claimed!.id);
+    // Either refused (SQLite checks the version it was given) or applied as a new version
+    // (PostgreSQL numbers from the locked row): never two different CERs under one versionId.
+    expect(stored?.version).toBe(stale === null ? 2 : 3);
+    expect(stored?.cer.meta?.versionId).toBe(String(stored?.version));
+    expect(stored?.cer.disposition).toBe(stale === null ? 'changed' : 'again');
+  });
+
   it('releaseAll(owner) drops the claim tokens owner:round, not another owner with a longer name', async () => {
     const store = await storeOn();
     await insertAll(store, [{}, {}, {}]);
