@@ -36,7 +36,8 @@ export interface ValidationResult {
 }
 
 interface Definitions {
-  structures: Map<string, StructureDefinition>;
+  /** Names of the types with a base StructureDefinition. */
+  structures: Set<string>;
   /** type name -> element path -> definition */
   elements: Map<string, Map<string, ElementDefinition>>;
   codeSystems: Map<string, CodeSystem>;
@@ -55,40 +56,114 @@ interface Expansion {
 
 let definitions: Definitions | null = null;
 
-/** Loads the R4 definitions once (about 0.6 s). Called at start-up so the first request does not pay for it. */
+/**
+ * Loads the R4 definitions once (about 1 s). Called shortly after start-up so the first request
+ * does not pay for it. Only what the checks below read is kept (bench/README.md, figure 3: the
+ * full bundles held about 80 MB of heap): base StructureDefinitions (no constraint profiles),
+ * elements reduced to path, max, type codes, contentReference and required bindings, and the
+ * ValueSets and CodeSystems a required binding can reach, reduced to their codes.
+ */
 export function loadFhirDefinitions(): void {
   if (definitions) return;
-  const types = readJson('fhir/r4/profiles-types.json') as Bundle<FhirResource>;
-  const resources = readJson('fhir/r4/profiles-resources.json') as Bundle<FhirResource>;
-  // medplum has its own copy of the R4 types; the JSON is the same.
-  indexStructureDefinitionBundle(types as unknown as MedplumBundle);
-  indexStructureDefinitionBundle(resources as unknown as MedplumBundle);
-
-  const structures = new Map<string, StructureDefinition>();
+  const structures = new Set<string>();
   const elements = new Map<string, Map<string, ElementDefinition>>();
-  for (const bundle of [types, resources]) {
-    for (const entry of bundle.entry ?? []) {
-      const sd = entry.resource;
-      if (sd?.resourceType !== 'StructureDefinition' || sd.derivation === 'constraint') continue;
+  for (const file of ['fhir/r4/profiles-types.json', 'fhir/r4/profiles-resources.json']) {
+    const bundle = readJson(file) as Bundle<FhirResource>;
+    const base = (bundle.entry ?? []).filter(
+      (entry) =>
+        entry.resource?.resourceType === 'StructureDefinition' && entry.resource.derivation !== 'constraint',
+    );
+    // medplum has its own copy of the R4 types; the JSON is the same. Only base definitions:
+    // validateResource checks a resource against its type, never a profile.
+    indexStructureDefinitionBundle({ ...bundle, entry: base } as unknown as MedplumBundle);
+    for (const entry of base) {
+      const sd = entry.resource as StructureDefinition;
       if (!sd.type || structures.has(sd.type)) continue;
-      structures.set(sd.type, sd);
+      structures.add(sd.type);
       const byPath = new Map<string, ElementDefinition>();
-      for (const element of sd.snapshot?.element ?? []) byPath.set(element.path, element);
+      for (const element of sd.snapshot?.element ?? []) byPath.set(element.path, slimElement(element));
       elements.set(sd.type, byPath);
     }
   }
 
-  const codeSystems = new Map<string, CodeSystem>();
-  const valueSets = new Map<string, ValueSet>();
+  // The ValueSets of required bindings, then what they include (value sets and code systems).
+  const wanted = new Set<string>();
+  for (const byPath of elements.values()) {
+    for (const element of byPath.values()) {
+      if (element.binding?.valueSet) wanted.add(canonicalUrl(element.binding.valueSet));
+    }
+  }
+  const allValueSets = new Map<string, ValueSet>();
+  const allCodeSystems = new Map<string, CodeSystem>();
   for (const file of ['fhir/r4/valuesets.json', 'fhir/r4/v3-codesystems.json', 'fhir/r4/v2-tables.json']) {
     const bundle = readJson(file) as Bundle<FhirResource>;
     for (const entry of bundle.entry ?? []) {
       const resource = entry.resource;
-      if (resource?.resourceType === 'CodeSystem' && resource.url) codeSystems.set(resource.url, resource);
-      if (resource?.resourceType === 'ValueSet' && resource.url) valueSets.set(resource.url, resource);
+      if (resource?.resourceType === 'CodeSystem' && resource.url) allCodeSystems.set(resource.url, resource);
+      if (resource?.resourceType === 'ValueSet' && resource.url) allValueSets.set(resource.url, resource);
+    }
+  }
+  const valueSets = new Map<string, ValueSet>();
+  const codeSystems = new Map<string, CodeSystem>();
+  const queue = [...wanted];
+  for (let url = queue.pop(); url !== undefined; url = queue.pop()) {
+    const valueSet = allValueSets.get(url);
+    if (!valueSet || valueSets.has(url)) continue;
+    valueSets.set(url, slimValueSet(valueSet));
+    for (const include of valueSet.compose?.include ?? []) {
+      for (const nested of include.valueSet ?? []) queue.push(canonicalUrl(nested));
+      const codeSystem = include.system ? allCodeSystems.get(include.system) : undefined;
+      if (include.system && codeSystem && !codeSystems.has(include.system)) {
+        codeSystems.set(include.system, {
+          resourceType: 'CodeSystem',
+          status: codeSystem.status,
+          content: codeSystem.content,
+          url: include.system,
+          concept: allCodes(codeSystem.concept ?? []).map((code) => ({ code })),
+        });
+      }
     }
   }
   definitions = { structures, elements, codeSystems, valueSets, expansions: new Map() };
+}
+
+/** A canonical URL without its `|version`. */
+function canonicalUrl(url: string): string {
+  return url.split('|')[0] ?? url;
+}
+
+/** What the checks here read of an element definition. */
+function slimElement(element: ElementDefinition): ElementDefinition {
+  const slim: ElementDefinition = { path: element.path };
+  if (element.max !== undefined) slim.max = element.max;
+  if (element.type) slim.type = element.type.map((t) => ({ code: t.code }));
+  if (element.contentReference) slim.contentReference = element.contentReference;
+  if (element.binding?.strength === 'required' && element.binding.valueSet) {
+    slim.binding = { strength: 'required', valueSet: element.binding.valueSet };
+  }
+  return slim;
+}
+
+/** What `expandValueSet` reads of a ValueSet. */
+function slimValueSet(valueSet: ValueSet): ValueSet {
+  const conceptsOf = (concepts: { code: string }[] | undefined) => concepts?.map((c) => ({ code: c.code }));
+  return {
+    resourceType: 'ValueSet',
+    status: valueSet.status,
+    url: valueSet.url,
+    compose: {
+      include: (valueSet.compose?.include ?? []).map((include) => ({
+        system: include.system,
+        valueSet: include.valueSet,
+        filter: include.filter,
+        concept: conceptsOf(include.concept),
+      })),
+      exclude: (valueSet.compose?.exclude ?? []).map((exclude) => ({
+        system: exclude.system,
+        concept: conceptsOf(exclude.concept),
+      })),
+    },
+  };
 }
 
 function defs(): Definitions {

@@ -109,6 +109,19 @@ describe('validateFhir', () => {
     );
   });
 
+  it('accepts codes nested in a hierarchical code system (the trimmed definitions keep every level)', () => {
+    // issue-type: 'structure' and 'code-invalid' sit under 'invalid' (https://hl7.org/fhir/R4/codesystem-issue-type.html).
+    expect(
+      errorsOf({
+        resourceType: 'OperationOutcome',
+        issue: [
+          { severity: 'error', code: 'structure' },
+          { severity: 'warning', code: 'code-invalid' },
+        ],
+      }),
+    ).toEqual([]);
+  });
+
   it('rejects an object where the definition says array, and an array where it says one', () => {
     expect(errorsOf({ ...cer(), contained: {} }).join('\n')).toContain(
       'CoverageEligibilityResponse.contained',
