@@ -15,7 +15,7 @@ import { CheckService } from './checks/service.js';
 import type { CheckStore } from './checks/store.js';
 import type { UpstreamPort } from './checks/upstream-port.js';
 import { conformanceTypes } from './fhir/conformance.js';
-import { loadFhirDefinitions } from './fhir/validator.js';
+import { warmFhirDefinitions } from './fhir/validator.js';
 import type { Express } from 'express';
 import { createApp } from './http/app.js';
 import type { ReadyReport } from './http/app.js';
@@ -190,9 +190,13 @@ export async function startServer(
   firstPurge.unref();
   const purgeTimer = setInterval(purge, 3_600_000);
   purgeTimer.unref();
-  // Loading them blocks the event loop for about 0.6 s: done a moment after start-up, so /health and
-  // /ready answer at once; a $submit before then loads them itself.
-  const warmUp = setTimeout(() => loadFhirDefinitions(), 3000);
+  // Loading them takes about a second of CPU: done a moment after start-up and in steps, so /health,
+  // /ready and the scheduler keep answering; a $submit before then finishes the load itself.
+  const warmUp = setTimeout(() => {
+    warmFhirDefinitions().catch((error: unknown) =>
+      logger.error('loading FHIR definitions failed', { error }),
+    );
+  }, 3000);
   warmUp.unref();
   logger.info('listening', { url, store: store.kind, sandbox: Boolean(sandbox) });
 
