@@ -7,7 +7,6 @@
  */
 import { mkdir } from 'node:fs/promises';
 import { dirname } from 'node:path';
-import { PostgresStore } from './postgres-store.js';
 import { SqliteStore } from './sqlite-store.js';
 import type { CheckStore } from './store.js';
 
@@ -25,6 +24,8 @@ export async function openStore(databaseUrl: string, options: OpenStoreOptions =
     return new SqliteStore(path);
   }
   if (/^postgres(ql)?:\/\//.test(databaseUrl)) {
+    // Loaded only when used: the pg driver is not on an SQLite service's start-up path.
+    const { PostgresStore } = await import('./postgres-store.js');
     return new PostgresStore(databaseUrl, options.schema ? { schema: options.schema } : {});
   }
   // Only the scheme is named: the rest of the URL may carry a password.

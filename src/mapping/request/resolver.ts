@@ -5,7 +5,7 @@
  * are fetched: the adapter never follows a reference to an arbitrary host.
  */
 import type { Resource } from 'fhir/r4.js';
-import { Client } from 'fhir-kit-client';
+import type { Client } from 'fhir-kit-client';
 
 /** Looks a literal reference up. Throws ReferenceResolutionError; never anything else. */
 export interface ReferenceResolver {
@@ -66,10 +66,18 @@ export function createFhirKitResolver(
 ): ReferenceResolver {
   const base = baseUrl.replace(/\/+$/, '');
   const timeoutMs = options.timeoutMs ?? 5000;
-  const client = new Client({ baseUrl: base, customHeaders: { accept: 'application/fhir+json' } });
+  // fhir-kit-client is loaded on first use: a service without SOURCE_FHIR_BASE_URL never needs
+  // it, and it is not on the start-up path (bench/README.md, figure 4).
+  let client: Promise<Client> | undefined;
+  const clientOf = (): Promise<Client> =>
+    (client ??= import('fhir-kit-client').then(
+      ({ Client: FhirKitClient }) =>
+        new FhirKitClient({ baseUrl: base, customHeaders: { accept: 'application/fhir+json' } }),
+    ));
   return {
     async resolve(reference: string): Promise<Resource> {
       const target = parseLiteralReference(reference, base);
+      const client = await clientOf();
       const requestOptions = { signal: AbortSignal.timeout(timeoutMs) };
       let resource: unknown;
       try {
