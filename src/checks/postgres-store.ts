@@ -97,6 +97,10 @@ const MIGRATIONS: readonly string[] = [
   `CREATE INDEX checks_purge_idx ON checks (state, updated_at);`,
   // 3: the claim query answered from the index alone (13 ms -> 0.25 ms on 10,000 rows, bench/README.md).
   `CREATE INDEX checks_claim_cover_idx ON checks (state, next_run_at, lease_until, created_at, id);`,
+  // 4: fewer indexes to keep up on every claim, release and poll write: checks_claim_idx is a
+  // prefix of checks_claim_cover_idx, and no query can use checks_lease_owner_idx (releaseAll
+  // matches claim tokens by prefix; update finds the row by its primary key).
+  `DROP INDEX IF EXISTS checks_claim_idx; DROP INDEX IF EXISTS checks_lease_owner_idx;`,
 ];
 
 export interface PostgresStoreOptions {
