@@ -48,14 +48,26 @@ export function requestLog(logger: Logger, observe?: RequestObserver): RequestHa
   };
 }
 
+/** The tenants' key digests, decoded once (not on every request). */
+interface KeyDigest {
+  tenant: Tenant;
+  digest: Buffer;
+}
+
+function keyDigests(tenants: readonly Tenant[]): KeyDigest[] {
+  return tenants.flatMap((tenant) =>
+    tenant.apiKeyHashes.map((hash) => ({ tenant, digest: Buffer.from(hash, 'hex') })),
+  );
+}
+
 /** Finds the tenant whose key hash matches, comparing every hash in constant time. */
-export function findTenant(tenants: readonly Tenant[], key: string): Tenant | undefined {
+function findTenant(digests: readonly KeyDigest[], key: string): Tenant | undefined {
   const digest = Buffer.from(hashApiKey(key), 'hex');
   let found: Tenant | undefined;
-  for (const tenant of tenants) {
-    for (const hash of tenant.apiKeyHashes) {
-      // Every hash is compared, so the time does not tell which tenant (if any) matched.
-      if (timingSafeEqual(digest, Buffer.from(hash, 'hex')) && !found) found = tenant;
+  for (const entry of digests) {
+    // Every hash is compared, so the time does not tell which tenant (if any) matched.
+    if (entry.digest.length === digest.length && timingSafeEqual(digest, entry.digest) && !found) {
+      found = entry.tenant;
     }
   }
   return found;
@@ -63,10 +75,11 @@ export function findTenant(tenants: readonly Tenant[], key: string): Tenant | un
 
 /** `Authorization: Bearer <api key>`; sets res.locals.tenant or answers 401 (login). */
 export function authenticate(tenants: readonly Tenant[]): RequestHandler {
+  const digests = keyDigests(tenants);
   return (req, res, next) => {
     const header = req.header('authorization') ?? '';
     const match = /^Bearer\s+(\S+)\s*$/i.exec(header);
-    const tenant = match?.[1] ? findTenant(tenants, match[1]) : undefined;
+    const tenant = match?.[1] ? findTenant(digests, match[1]) : undefined;
     if (!tenant) {
       next(unauthorized(match ? 'The API key is not valid' : 'Send Authorization: Bearer <api key>'));
       return;
