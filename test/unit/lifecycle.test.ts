@@ -231,6 +231,32 @@ describe('lifecycle', () => {
     expect((await current(check)).updatedAt).toBe(later.updatedAt);
   });
 
+  it('failed polls back off 5, 10, 20 s, then at most 30 s; a good poll resets it; no second task', async () => {
+    const check = await newCheck();
+    await step(); // create-task at the start clock
+    const gaps: number[] = [];
+    polls = Array.from({ length: 6 }, () => ({ ok: false, error: { kind: 'http', status: 503, body: '' } }));
+    let last = clock;
+    for (let i = 0; i < 6; i += 1) {
+      const due = (await current(check)).nextRunAt;
+      gaps.push(due - last);
+      clock = due;
+      last = due;
+      await step();
+    }
+    const afterFailures = await current(check);
+    gaps.push(afterFailures.nextRunAt - last);
+    expect(gaps).toEqual([5000, 5000, 10_000, 20_000, 30_000, 30_000, 30_000]);
+    expect(afterFailures.pollFailures).toBe(6);
+    polls = [{ ok: true, value: envelope({ status: 'NAVIGATING_WEBSITE' }) }];
+    clock = afterFailures.nextRunAt;
+    await step();
+    const recovered = await current(check);
+    expect(recovered.pollFailures).toBe(0);
+    expect(recovered.nextRunAt - clock).toBe(5000);
+    expect(creates).toBe(1);
+  });
+
   it('a normal check: one task, polled to the end, eligible', async () => {
     const check = await newCheck();
     await step();
