@@ -145,6 +145,7 @@ export async function startServer(
     searchAllTimeoutMs: config.searchAllTimeoutMs,
     waitPollMs: 1000,
     now,
+    onEvent: metrics.onLifecycle,
   });
 
   const app = createApp({

@@ -5,9 +5,12 @@
 import { randomUUID } from 'node:crypto';
 import type { Tenant } from '../config.js';
 import type { CheckInput } from '../mapping/types.js';
-import { queuedCer } from '../mapping/response/index.js';
+import { adapterErrorCer, queuedCer } from '../mapping/response/index.js';
 import { OperationOutcomeError, outcome } from '../fhir/outcomes.js';
+import { adapterError } from './adapter-errors.js';
+import type { AdapterErrorCode } from './adapter-errors.js';
 import { cerContext } from './lifecycle.js';
+import type { LifecycleEvent } from './lifecycle.js';
 import type { Scheduler } from './scheduler.js';
 import { isAnswered } from './store.js';
 import type { Check, CheckStore, NewCheck } from './store.js';
@@ -19,6 +22,8 @@ export interface CheckServiceOptions {
   /** Fallback re-read interval while waiting (another replica may be advancing the check). */
   waitPollMs: number;
   now: () => number;
+  /** Metrics: a check answered by a payer guard at once is counted as done. */
+  onEvent?: (event: LifecycleEvent) => void;
 }
 
 export class CheckService {
@@ -31,16 +36,24 @@ export class CheckService {
   /** Stores a new check, or returns the existing one with the same identifier (idempotency). */
   async accept(tenant: Tenant, input: CheckInput): Promise<{ check: Check; created: boolean }> {
     const timeout = input.isSearchAll ? this.options.searchAllTimeoutMs : this.options.checkTimeoutMs;
+    const now = this.options.now();
+    // An open payer guard (after invalid_credentials or a portal backoff) answers at once, even
+    // when every tenant slot is taken: the check would otherwise wait for a slot only to be
+    // refused by the same guard in the scheduler (which still checks, for guards opened later).
+    const guard = await this.openGuard(tenant.id, input.payerCode, now);
     const result = await this.store.insert(
       newCheckOf(input, {
         id: randomUUID(),
         tenantId: tenant.id,
-        now: this.options.now(),
+        now,
         timeoutMs: timeout,
         baseUrl: this.options.baseUrl,
+        guard,
       }),
     );
-    if (result.created) this.scheduler.wake();
+    if (result.created && guard) {
+      this.options.onEvent?.({ type: 'done', tenantId: tenant.id, outcome: guard });
+    } else if (result.created) this.scheduler.wake();
     else if (!sameCheck(result.check, input)) {
       // The identifier is an idempotency key, not a licence to answer for another patient.
       throw new OperationOutcomeError(
@@ -53,6 +66,28 @@ export class CheckService {
       );
     }
     return result;
+  }
+
+  /**
+   * Seconds until a check refused by a backoff guard may be tried again (its guard's end), for
+   * Retry-After; undefined for any other check, or when the guard has since closed.
+   */
+  async retryAfterSeconds(check: Check): Promise<number | undefined> {
+    const refused = check.cer.error?.some((e) => e.code.coding?.some((c) => c.code === 'backoff-guard'));
+    if (!refused) return undefined;
+    const guard = await this.store.getGuard(check.tenantId, check.payerCode);
+    const left = guard?.until != null ? guard.until - this.options.now() : 0;
+    return left > 0 ? Math.ceil(left / 1000) : undefined;
+  }
+
+  private async openGuard(
+    tenantId: string,
+    payerCode: string,
+    now: number,
+  ): Promise<AdapterErrorCode | undefined> {
+    const guard = await this.store.getGuard(tenantId, payerCode);
+    if (!guard || (guard.until !== null && guard.until <= now)) return undefined;
+    return guard.kind === 'credentials' ? 'credentials-guard' : 'backoff-guard';
   }
 
   /** Reads a tenant's check; null for an unknown id or another tenant's check. */
@@ -104,26 +139,37 @@ function sameCheck(existing: Check, input: CheckInput): boolean {
   );
 }
 
-/** The row of a new check: waiting for a slot, with its queued CER. */
+/**
+ * The row of a new check: waiting for a slot, with its queued CER; or, when a payer guard is
+ * open, already done with the guard's error (no upstream call is ever made for it).
+ */
 export function newCheckOf(
   input: CheckInput,
-  at: { id: string; tenantId: string; now: number; timeoutMs: number; baseUrl: string },
+  at: {
+    id: string;
+    tenantId: string;
+    now: number;
+    timeoutMs: number;
+    baseUrl: string;
+    guard?: AdapterErrorCode | undefined;
+  },
 ): NewCheck {
   const { id, now } = at;
   const request = { ...input.request, id };
-  const cer = queuedCer(
-    cerContext(
-      {
-        id,
-        request,
-        isSearchAll: input.isSearchAll,
-        createdAt: now,
-        patient: input.patient,
-        insurer: input.insurer,
-      },
-      at.baseUrl,
-    ),
+  const ctx = cerContext(
+    {
+      id,
+      request,
+      isSearchAll: input.isSearchAll,
+      createdAt: now,
+      patient: input.patient,
+      insurer: input.insurer,
+    },
+    at.baseUrl,
   );
+  const cer = at.guard
+    ? adapterErrorCer(ctx, { code: at.guard, text: adapterError(at.guard).text })
+    : queuedCer(ctx);
   return {
     id,
     tenantId: at.tenantId,
@@ -133,7 +179,7 @@ export function newCheckOf(
     patientKey: input.patientKey,
     request,
     upstreamRequest: input.upstream,
-    state: 'waiting',
+    state: at.guard ? 'done' : 'waiting',
     upstreamTaskId: null,
     upstreamStatus: null,
     tasksCreated: 0,

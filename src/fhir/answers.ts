@@ -44,8 +44,11 @@ function adapterAnswer(cer: CoverageEligibilityResponse): { status: number; body
   return null;
 }
 
-/** The answer for a check as it stands: the CER, or the outcome table's OperationOutcome. */
-export function answerForCheck(check: Check, baseUrl: string): FhirAnswer {
+/**
+ * The answer for a check as it stands: the CER, or the outcome table's OperationOutcome.
+ * `retryAfterSeconds`: for a check refused by a backoff guard, the seconds until it closes.
+ */
+export function answerForCheck(check: Check, baseUrl: string, retryAfterSeconds?: number): FhirAnswer {
   const headers: Record<string, string> = {
     Location: cerUrl(baseUrl, check.id),
     ETag: etagOf(check.version),
@@ -60,7 +63,8 @@ export function answerForCheck(check: Check, baseUrl: string): FhirAnswer {
   }
   const adapter = adapterAnswer(check.cer);
   if (adapter) {
-    if (adapter.status === 503) headers['Retry-After'] = '300';
+    // A guard's answer: until the guard closes when the caller knows it, else five minutes.
+    if (adapter.status === 503) headers['Retry-After'] = String(retryAfterSeconds ?? 300);
     return { status: adapter.status, body: adapter.body, headers };
   }
   return { status: 200, body: check.cer, headers };

@@ -45,7 +45,7 @@ export async function submit(req: FhirRequest, deps: SubmitDeps): Promise<FhirAn
       ? Math.min(prefer.waitSeconds * 1000, deps.maxWaitMs)
       : deps.submitWaitMs;
   const latest = await deps.checks.waitForDone(check, waitMs);
-  const answer = answerForCheck(latest, deps.baseUrl);
+  const answer = answerForCheck(latest, deps.baseUrl, await deps.checks.retryAfterSeconds(latest));
   if (prefer.waitSeconds !== undefined)
     answer.headers = { ...answer.headers, 'Preference-Applied': `wait=${Math.round(waitMs / 1000)}` };
   return answer;
