@@ -5,7 +5,8 @@
 import type { AddressInfo } from 'node:net';
 import type { Server } from 'node:http';
 import express from 'express';
-import type { CoverageEligibilityRequest, Resource } from 'fhir/r4.js';
+import type { CoverageEligibilityRequest, CoverageEligibilityResponse, Resource } from 'fhir/r4.js';
+import request from 'supertest';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { OperationOutcomeError } from '../../src/fhir/outcomes.js';
 import { parseSubmit } from '../../src/mapping/request/parse-submit.js';
@@ -15,6 +16,7 @@ import {
   type ReferenceResolver,
 } from '../../src/mapping/request/resolver.js';
 import { expectValidFhir } from '../support/fhir.js';
+import { startHarness, type Harness } from '../support/harness.js';
 
 const V2 = 'http://terminology.hl7.org/CodeSystem/v2-0203';
 
@@ -202,5 +204,38 @@ describe('parseSubmit with literal references and SOURCE_FHIR_BASE_URL', () => {
     expect(outcome.issue[0]).toMatchObject({ code, expression: [expression] });
     expect(outcome.issue[0]?.details?.text).toMatch(text);
     expect(JSON.stringify(outcome)).not.toMatch(/node_modules|\.js:\d+|at async/);
+  });
+});
+
+describe('SOURCE_FHIR_BASE_URL wired into the running service', () => {
+  let h: Harness | undefined;
+
+  afterAll(async () => {
+    await h?.stop();
+  });
+
+  it('answers $submit over HTTP with a valid CER when the patient is a literal reference on the EHR server', async () => {
+    h = await startHarness({ sourceFhirBaseUrl: baseUrl });
+    const before = seen.length;
+    const res = await request(h.url)
+      .post('/fhir/CoverageEligibilityRequest/$submit')
+      .set(h.auth)
+      .set('Content-Type', 'application/fhir+json')
+      .send(
+        literalRequest({ identifier: [{ system: 'urn:example:ehr:eligibility', value: 'visit-lit-http' }] }),
+      );
+    expect(res.status, JSON.stringify(res.body)).toBe(200);
+    const cer = res.body as CoverageEligibilityResponse;
+    expectValidFhir(cer);
+    expect(cer.resourceType).toBe('CoverageEligibilityResponse');
+    expect(cer.outcome).toBe('complete');
+    expect(cer.insurance?.[0]?.inforce).toBe(true);
+    // The literal reference is kept, and the server was asked for each referenced resource.
+    expect(cer.patient.reference).toBe('Patient/p1');
+    const fetched = seen.slice(before).map((line) => line.split(' ')[0]);
+    expect(fetched).toEqual(expect.arrayContaining(['Patient/p1', 'Organization/o1', 'Practitioner/d1']));
+    // The upstream task was created for the payer of the Organization on the EHR server.
+    expect(h.sandbox.control.tasks().map((t) => t.scenario)).toEqual(['default-eligible']);
+    expect(cer.insurer.identifier?.value).toBe('NEXTCARE');
   });
 });

@@ -38,6 +38,8 @@ export interface HarnessOptions {
   databaseUrl?: string;
   faults?: { pollErrorRate?: number; latencyMs?: number };
   overrides?: ServerOverrides;
+  /** SOURCE_FHIR_BASE_URL: the EHR's FHIR server for literal references (none by default). */
+  sourceFhirBaseUrl?: string | null;
 }
 
 export interface Harness {
@@ -77,7 +79,7 @@ export function testConfig(upstreamUrl: string, options: HarnessOptions = {}): C
     submitWaitMs: options.submitWaitMs ?? 5000,
     checkTimeoutMs: options.checkTimeoutMs ?? 20_000,
     searchAllTimeoutMs: options.searchAllTimeoutMs ?? 30_000,
-    sourceFhirBaseUrl: null,
+    sourceFhirBaseUrl: options.sourceFhirBaseUrl ?? null,
     logLevel: 'debug',
     metricsToken: null,
     retentionDays: 30,

@@ -463,6 +463,12 @@ describe('parseSubmit: 422 for valid FHIR that lacks what a check needs', () => 
       expression: 'CoverageEligibilityRequest.insurer',
     },
     {
+      name: 'a facility reference to no contained Location',
+      body: () => request({ facility: { reference: '#nope' } }),
+      code: 'not-found',
+      expression: 'CoverageEligibilityRequest.facility',
+    },
+    {
       name: 'a Bundle reference to no entry',
       body: () => {
         const bundle = bundleOf('urn');
@@ -561,6 +567,19 @@ describe('parseSubmit: 422 for valid FHIR that lacks what a check needs', () => 
     expect(error.outcome.issue[0]).toMatchObject({ code, expression: [expression] });
     expect(error.outcome.issue[0]?.details?.text).toBeTruthy();
     expect(JSON.stringify(error.outcome)).not.toMatch(/\bat .*\.(ts|js)|stack/);
+  });
+
+  it('names the facility and the missing #id when the facility reference is unresolvable', async () => {
+    const error = await rejection(request({ facility: { reference: '#nope' } }));
+    expect(error.outcome.issue[0]).toMatchObject({
+      severity: 'error',
+      code: 'not-found',
+      expression: ['CoverageEligibilityRequest.facility'],
+    });
+    expect(error.outcome.issue[0]?.details?.text).toBe(
+      'The facility reference #nope names no contained resource',
+    );
+    expectValidFhir(error.outcome);
   });
 
   it('says in plain words that literal references need SOURCE_FHIR_BASE_URL', async () => {

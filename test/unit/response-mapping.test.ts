@@ -112,6 +112,9 @@ describe('outcome table: envelope -> CER outcome, $submit status, retry', () => 
     guard?: string;
     inforce?: boolean | 'absent';
     errorCode?: string;
+    /** The upstream's error_type and message, as the fixture gives them. */
+    upstreamErrorType?: string;
+    upstreamMessage?: string;
     disposition: string[];
   }[] = [
     {
@@ -161,6 +164,8 @@ describe('outcome table: envelope -> CER outcome, $submit status, retry', () => 
     },
     {
       file: 'invalid-credentials',
+      upstreamErrorType: 'LOGIN_FAILED',
+      upstreamMessage: 'Invalid username or password for the AXA portal',
       upstream: 'invalid_credentials',
       cerOutcome: 'error',
       httpStatus: 422,
@@ -180,6 +185,8 @@ describe('outcome table: envelope -> CER outcome, $submit status, retry', () => 
     },
     {
       file: 'backoff',
+      upstreamErrorType: 'BACKOFF',
+      upstreamMessage: 'Too many failed logins; retry after 15 minutes',
       upstream: 'backoff',
       cerOutcome: 'error',
       httpStatus: 503,
@@ -190,6 +197,8 @@ describe('outcome table: envelope -> CER outcome, $submit status, retry', () => 
     },
     {
       file: 'failed',
+      upstreamErrorType: 'PORTAL_TIMEOUT',
+      upstreamMessage: 'The payer portal did not respond in time',
       upstream: 'failed',
       cerOutcome: 'error',
       httpStatus: 502,
@@ -199,6 +208,8 @@ describe('outcome table: envelope -> CER outcome, $submit status, retry', () => 
     },
     {
       file: 'error',
+      upstreamErrorType: 'UNEXPECTED',
+      upstreamMessage: 'Unexpected page layout at step 3',
       upstream: 'error',
       cerOutcome: 'error',
       httpStatus: 502,
@@ -217,6 +228,8 @@ describe('outcome table: envelope -> CER outcome, $submit status, retry', () => 
     },
     {
       file: 'task-failed-invalid-credentials',
+      upstreamErrorType: 'LOGIN_FAILED',
+      upstreamMessage: 'Account locked by payer',
       upstream: 'invalid_credentials',
       cerOutcome: 'error',
       httpStatus: 422,
@@ -324,6 +337,35 @@ describe('outcome table: envelope -> CER outcome, $submit status, retry', () => 
       expect(JSON.stringify(cer)).not.toContain('inforce');
     }
     if (row.inforce !== undefined) expect(cer.insurance?.[0]?.inforce).toBe(row.inforce);
+    // The upstream's own message is the error text; error_type and message are kept for support.
+    const outcomeExt = ext(cer.extension, 'upstream-outcome')[0];
+    expect(part(outcomeExt, 'errorType')?.valueString).toBe(row.upstreamErrorType);
+    expect(part(outcomeExt, 'message')?.valueString).toBe(row.upstreamMessage);
+    if (row.upstreamMessage) {
+      expect(cer.error?.[0]?.code.text).toBe(row.upstreamMessage);
+      expect(cer.disposition).toContain(`${row.upstreamErrorType}: ${row.upstreamMessage}`);
+    } else if (row.errorCode) {
+      expect(cer.error?.[0]?.code.text).toBe(rule.text);
+    }
+  });
+
+  it('the rows name every fixture that carries an upstream error_type or message', () => {
+    const raw = (file: string) =>
+      JSON.parse(readFileSync(new URL(`${file}.json`, MAPPING_DIR), 'utf8')) as {
+        eligibility_result?: {
+          error_type?: string | null;
+          message?: string | null;
+          data_dump?: { error_type?: string | null; message?: string | null } | null;
+        } | null;
+      };
+    for (const row of rows) {
+      const result = raw(row.file).eligibility_result;
+      expect({
+        file: row.file,
+        errorType: result?.error_type ?? result?.data_dump?.error_type ?? undefined,
+        message: result?.message ?? result?.data_dump?.message ?? undefined,
+      }).toEqual({ file: row.file, errorType: row.upstreamErrorType, message: row.upstreamMessage });
+    }
   });
 
   it('backoff asks the client to wait 900 seconds', () => {
@@ -1222,5 +1264,235 @@ describe('property: any schema-valid envelope maps to a valid CER', () => {
       }),
       { numRuns: 200 },
     );
+  });
+});
+
+describe('found-eligible-rich: Coverage, benefit period, items and policy details', () => {
+  const typeCode = (b: { type: { coding?: Coding[] } }) => b.type.coding?.[0]?.code;
+  const benefitOf = (item: CoverageEligibilityResponseInsuranceItem | undefined, code: string) =>
+    item?.benefit?.find((b) => typeCode(b) === code);
+
+  it('maps period, plan/package classes, network, benefit period, the Consultation item and policy details', () => {
+    const cer = cerOf(fixture('found-eligible-rich'));
+    expectValidFhir(cer);
+    const insurance = cer.insurance?.[0];
+    expect(insurance?.coverage.reference).toBe('#coverage');
+    const coverage = cer.contained?.find((r) => r.id === 'coverage') as Coverage | undefined;
+    expect(coverage?.resourceType).toBe('Coverage');
+    expectValidFhir({ ...coverage, contained: undefined });
+
+    // policy_network.start_date / valid_upto
+    expect(coverage?.period).toEqual({ start: '2026-01-01', end: '2026-12-31' });
+    expect(insurance?.benefitPeriod).toEqual({ start: '2026-01-01', end: '2026-12-31' });
+    // policy_plan_name as plan, package_name as subplan
+    expect(
+      coverage?.class?.map((c) => [c.type.coding?.[0]?.system, c.type.coding?.[0]?.code, c.value, c.name]),
+    ).toEqual([
+      ['http://terminology.hl7.org/CodeSystem/coverage-class', 'plan', 'Enhanced Silver', 'Enhanced Silver'],
+      ['http://terminology.hl7.org/CodeSystem/coverage-class', 'subplan', 'Silver Package', 'Silver Package'],
+    ]);
+    expect(coverage?.network).toBe('GN');
+    expect(coverage?.subscriberId).toBe('DAM-0012345678');
+
+    // The Consultation entry of copay_details: scope.network "In-Network", copay_max_scope "per claim".
+    const consultation = insurance?.item?.find((i) => sourceOf(i) === 'copay_analysis.copay_details[0]');
+    expect(consultation?.network?.coding?.[0]).toEqual({
+      system: 'http://terminology.hl7.org/CodeSystem/benefit-network',
+      code: 'in',
+      display: 'In Network',
+    });
+    expect(consultation?.network?.text).toBe('In-Network');
+    // "per claim" is no benefit-term code (annual, day, lifetime): kept as text, no coding guessed.
+    expect(consultation?.term).toEqual({ text: 'per claim' });
+    expect(consultation?.description).toContain('Specialist consultation requires GP referral');
+    expect(consultation?.name).toBe('Consultation - Outpatient - UAE');
+    expect(benefitOf(consultation, 'copay-maximum')?.allowedMoney).toEqual({ value: 100, currency: 'AED' });
+    expect(benefitOf(consultation, 'copay-maximum')?.type.coding?.[0]?.system).toBe(
+      'http://terminology.hl7.org/CodeSystem/benefit-type',
+    );
+
+    // values_to_fill.CONSULTATION: deductible "50", _copayMaxAmount "100" (no currency given: AED).
+    const toFill = insurance?.item?.find(
+      (i) => sourceOf(i) === 'copay_details_to_fill[0].values_to_fill.CONSULTATION',
+    );
+    expect(benefitOf(toFill, 'deductible')?.allowedMoney).toEqual({ value: 50, currency: 'AED' });
+    expect(benefitOf(toFill, 'copay-maximum')?.allowedMoney).toEqual({ value: 100, currency: 'AED' });
+    expect(benefitOf(toFill, 'copay')?.allowedMoney).toEqual({ value: 50, currency: 'AED' });
+    // PROCEDURE deductible "AED 25" is read as 25 AED; PHYSIOTHERAPY "10%" is no amount, kept as text.
+    const at = (key: string) =>
+      insurance?.item?.find((i) => sourceOf(i) === `copay_details_to_fill[0].values_to_fill.${key}`);
+    expect(benefitOf(at('PROCEDURE'), 'deductible')?.allowedMoney).toEqual({ value: 25, currency: 'AED' });
+    expect(benefitOf(at('PHYSIOTHERAPY'), 'deductible')?.allowedString).toBe('10%');
+    // The Laboratory entry has copay_max_amount 75.5.
+    const lab = insurance?.item?.find((i) => sourceOf(i) === 'copay_analysis.copay_details[1]');
+    expect(benefitOf(lab, 'copay-maximum')?.allowedMoney).toEqual({ value: 75.5, currency: 'AED' });
+
+    // Policy facts without a core element: the policy-details extension on the Coverage.
+    const details = ext(coverage?.extension, 'policy-details');
+    expect(details).toHaveLength(1);
+    expect(details[0]?.valueString).toBeUndefined();
+    expect(part(details[0], 'isVip')?.valueString).toBe('No');
+    expect(part(details[0], 'workSiteCovered')?.valueString).toBe('Could not determine');
+    expect(part(details[0], 'policyAuthority')?.valueString).toBe('DHA');
+    expect(part(details[0], 'policyJurisdiction')?.valueString).toBe('Dubai');
+    expect(part(details[0], 'sponsorId')?.valueString).toBe('SPN-4410');
+    expect(part(details[0], 'beneficiaryStartDate')?.valueDate).toBe('2024-03-15');
+    // The dates were readable: no "as given" copy.
+    expect(part(details[0], 'periodAsGiven')).toBeUndefined();
+  });
+
+  it('takes the period from policy_network start_date/valid_upto over policy_info, reading DD/MM/YYYY', () => {
+    const envelope = structuredClone(fixture('found-eligible-rich'));
+    const network = envelope.eligibility_result!.data_dump!.data!.policy_network!;
+    network.start_date = '15/02/2026';
+    network.valid_upto = '2027-02-14';
+    const cer = cerOf(envelope);
+    expectValidFhir(cer);
+    const coverage = cer.contained?.find((r) => r.id === 'coverage') as Coverage | undefined;
+    expect(coverage?.period).toEqual({ start: '2026-02-15', end: '2027-02-14' });
+    expect(cer.insurance?.[0]?.benefitPeriod).toEqual({ start: '2026-02-15', end: '2027-02-14' });
+  });
+
+  it('gives a copay in another currency (copay_currency USD) as allowedMoney in that currency', () => {
+    const envelope: Envelope = {
+      task_id: 'task-usd',
+      status: 'PROCESS_COMPLETE',
+      eligibility_result: {
+        status: 'found',
+        tpa_name: 'DAMAN',
+        data_dump: {
+          data: {
+            is_eligible: true,
+            copay_analysis: {
+              copay_details: [
+                {
+                  visit_type: 'Consultation',
+                  coverage_status: 'Covered',
+                  copay_amount: 40,
+                  copay_max_amount: '200',
+                  copay_currency: 'USD',
+                  copay_max_scope: 'annual',
+                },
+                // Lower case is still an ISO 4217 code; a currency word is no code and is not guessed.
+                { visit_type: 'Laboratory', copay_amount: 15, copay_currency: 'eur' },
+                { visit_type: 'Radiology', copay_amount: 30, copay_currency: 'Dirham' },
+                // "Dhs" is how UAE portals write dirhams: AED. Three letters are not enough to be a code.
+                { visit_type: 'Dental', copay_amount: 35, copay_currency: 'Dhs' },
+                { visit_type: 'Optical', copay_amount: 45, copay_currency: 'Yes' },
+              ],
+            },
+          },
+        },
+      },
+    };
+    const cer = cerOf(envelope);
+    expectValidFhir(cer);
+    const items = cer.insurance?.[0]?.item ?? [];
+    const item = (i: number) => items.find((x) => sourceOf(x) === `copay_analysis.copay_details[${i}]`);
+    expect(benefitOf(item(0), 'copay')?.allowedMoney).toEqual({ value: 40, currency: 'USD' });
+    expect(benefitOf(item(0), 'copay-maximum')?.allowedMoney).toEqual({ value: 200, currency: 'USD' });
+    expect(item(0)?.term?.coding?.[0]).toEqual({
+      system: 'http://terminology.hl7.org/CodeSystem/benefit-term',
+      code: 'annual',
+    });
+    expect(benefitOf(item(1), 'copay')?.allowedMoney).toEqual({ value: 15, currency: 'EUR' });
+    expect(benefitOf(item(2), 'copay')?.allowedMoney).toEqual({ value: 30 });
+    expect(item(2)?.description).toContain('Currency as given: Dirham');
+    expect(benefitOf(item(3), 'copay')?.allowedMoney).toEqual({ value: 35, currency: 'AED' });
+    expect(benefitOf(item(4), 'copay')?.allowedMoney).toEqual({ value: 45 });
+    expect(item(4)?.description).toContain('Currency as given: Yes');
+  });
+});
+
+describe('property: mutated fixture envelopes map to a valid CER or fail the schema', () => {
+  type Json = null | boolean | number | string | Json[] | { [key: string]: Json };
+  type Path = (string | number)[];
+
+  const raws: { name: string; json: Json }[] = [];
+  for (const dir of [MAPPING_DIR, UPSTREAM_DIR]) {
+    if (!existsSync(dir)) continue;
+    for (const file of readdirSync(dir)
+      .filter((f) => f.endsWith('.json'))
+      .sort()) {
+      raws.push({
+        name: `${dir === MAPPING_DIR ? 'mapping' : 'upstream'}/${file}`,
+        json: JSON.parse(readFileSync(new URL(file, dir), 'utf8')) as Json,
+      });
+    }
+  }
+
+  /** Every path below the root (object keys and array indexes), depth first. */
+  function pathsOf(value: Json, prefix: Path = []): Path[] {
+    if (value === null || typeof value !== 'object') return [];
+    const keys: (string | number)[] = Array.isArray(value) ? value.map((_, i) => i) : Object.keys(value);
+    return keys.flatMap((k) => {
+      const path = [...prefix, k];
+      const child = (value as Record<string | number, Json>)[k] as Json;
+      return [path, ...pathsOf(child, path)];
+    });
+  }
+
+  /** Replaces (or, with `value` undefined, deletes) the value at `path`; no-op when an earlier edit removed it. */
+  function edit(root: Json, path: Path, value: Json | undefined): void {
+    let parent: Json = root;
+    for (const key of path.slice(0, -1)) {
+      if (parent === null || typeof parent !== 'object') return;
+      parent = (parent as Record<string | number, Json>)[key] as Json;
+    }
+    if (parent === null || typeof parent !== 'object') return;
+    const last = path.at(-1)!;
+    if (Array.isArray(parent)) {
+      if (typeof last !== 'number' || last >= parent.length) return;
+      if (value === undefined) parent.splice(last, 1);
+      else parent[last] = value;
+    } else {
+      if (!(String(last) in parent)) return;
+      if (value === undefined) delete parent[String(last)];
+      else parent[String(last)] = value;
+    }
+  }
+
+  const randomValue: fc.Arbitrary<Json | undefined> = fc.oneof(
+    { arbitrary: fc.constant(undefined), weight: 4 }, // delete
+    { arbitrary: fc.constant(null), weight: 3 },
+    fc.string(),
+    fc.constantFrom('', ' ', 'Nil', '20%', 'AED 50', '31/12/2026', '2026-02-30', 'USD', 'Yes', '\u0007'),
+    fc.integer({ min: -10, max: 3_000_000_000 }),
+    fc.double({ noNaN: true, noDefaultInfinity: true }),
+    fc.boolean(),
+    fc.jsonValue({ maxDepth: 2 }) as fc.Arbitrary<Json>,
+    fc.array(fc.oneof(fc.string(), fc.integer(), fc.constant(null)), { maxLength: 3 }),
+    fc.object({ maxDepth: 1 }) as fc.Arbitrary<Json>,
+  );
+
+  const mutation = fc.nat(raws.length - 1).chain((index) => {
+    const paths = pathsOf(raws[index]!.json);
+    return fc.record({
+      index: fc.constant(index),
+      edits: fc.array(fc.tuple(fc.constantFrom(...paths), randomValue), { minLength: 1, maxLength: 3 }),
+    });
+  });
+
+  it('never throws, passes the validator and keeps the outcome of its rule (200 runs)', () => {
+    expect(raws.length).toBeGreaterThanOrEqual(20);
+    let parsed = 0;
+    fc.assert(
+      fc.property(mutation, ({ index, edits }) => {
+        const json = structuredClone(raws[index]!.json);
+        for (const [path, value] of edits) edit(json, path, value);
+        const result = envelopeSchema.safeParse(json);
+        if (!result.success) return;
+        parsed += 1;
+        const envelope = result.data;
+        // Any exception (OperationOutcomeError included) fails: the mapper answers every schema-valid envelope.
+        const cer = cerOf(envelope);
+        expectValidFhir(cer);
+        expect(cer.outcome).toBe(outcomeRuleFor(envelope).cerOutcome);
+        expect(cer.id).toBe(CHECK_ID);
+      }),
+      { numRuns: 200 },
+    );
+    // Most mutations land deep in tolerant blocks: a run in which nothing parsed tests nothing.
+    expect(parsed).toBeGreaterThan(40);
   });
 });

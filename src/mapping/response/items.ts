@@ -54,12 +54,23 @@ function percentBenefit(type: Coding, raw: Loose): Benefit | undefined {
   return text === undefined ? undefined : { type: concept([type]), allowedString: text };
 }
 
+/**
+ * Money.currency must be an ISO 4217 code (required binding, https://hl7.org/fhir/R4/datatypes.html#Money,
+ * ValueSet currencies). The list is ICU's (Intl.supportedValuesOf), so a three-letter word that
+ * is not a currency ("Dhs") is not passed off as one.
+ */
+const ISO_4217 = new Set(Intl.supportedValuesOf('currency'));
+/** What UAE portals write for dirhams besides AED. "Dirham" alone is left as text (MAD is one too). */
+const CURRENCY_ALIASES: Readonly<Record<string, string>> = { DHS: 'AED', DH: 'AED' };
+
 /** ISO 4217 code of copay_currency; AED when absent; null when the portal gave something else. */
 function currencyOf(raw: string | null | undefined): string | null {
   const text = fhirText(raw);
   if (text === undefined) return DEFAULT_CURRENCY;
-  const code = text.toUpperCase();
-  return /^[A-Z]{3}$/.test(code) ? code : null;
+  const code = text.trim().toUpperCase();
+  const alias = CURRENCY_ALIASES[code];
+  if (alias) return alias;
+  return ISO_4217.has(code) ? code : null;
 }
 
 /** An amount: allowedMoney when it is a number, else allowedString with the portal's text. */
