@@ -27,7 +27,11 @@ const JSON_FORMATS = new Set(['json', FHIR_JSON, 'application/json', 'applicatio
 
 /** `_format` overrides Accept (http.html#mime-type); anything but JSON is 406. */
 export const negotiate: RequestHandler = (req, _res, next) => {
-  const format = typeof req.query._format === 'string' ? req.query._format.split(';')[0]?.trim() : undefined;
+  // An unencoded "+" (`_format=application/fhir+json`, as the spec writes it) arrives decoded as a space.
+  const format =
+    typeof req.query._format === 'string'
+      ? req.query._format.split(';')[0]?.trim().replace(/ /g, '+')
+      : undefined;
   if (format !== undefined) {
     next(JSON_FORMATS.has(format) ? undefined : notAcceptable());
     return;

