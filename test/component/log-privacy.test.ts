@@ -2,14 +2,29 @@
  * No patient data and no secret in any log line, at debug level, across good checks, error
  * outcomes and rejected input. Reads the real log output of the running service.
  */
+import type { CoverageEligibilityResponse } from 'fhir/r4.js';
 import request from 'supertest';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { UpstreamFailure, UpstreamPort } from '../../src/checks/upstream-port.js';
+import { PAYERS, SCENARIOS } from '../../src/upstream/sandbox/scenarios.js';
+import { expectValidFhir } from '../support/fhir.js';
 import type { Harness } from '../support/harness.js';
 import { startHarness, TENANT_A_KEY, TENANT_B_KEY, UPSTREAM_KEY } from '../support/harness.js';
 import { eligibilityRequest } from '../support/requests.js';
+import type { RequestOptions } from '../support/requests.js';
+import { until } from '../support/until.js';
 
 const SUBMIT = '/fhir/CoverageEligibilityRequest/$submit';
 const FHIR_JSON = 'application/fhir+json';
+
+/** The demographics every request of test/support/requests.ts carries. */
+const NAME = ['Aisha', 'Testpatient'];
+const PHONE = ['+971501112233', '971501112233'];
+const BIRTH_DATE = '1988-04-12';
+/** The card number the sandbox returns for its multi-card member (patient data from the upstream). */
+const UPSTREAM_CARD_NUMBER = '4410-2222-0000009';
+/** Scenarios left out of the run: `slow` stays in flight for 12 s at the harness's time scale. */
+const SKIPPED = new Set(['slow']);
 
 let h: Harness;
 
@@ -19,6 +34,58 @@ beforeAll(async () => {
 afterAll(async () => {
   await h.stop();
 });
+
+/** The values that must never be in a log line: identifiers (as sent and digits only), demographics, keys. */
+function forbiddenValues(identifiers: string[]): string[] {
+  return [
+    ...identifiers,
+    ...identifiers.map((id) => id.replace(/\D/g, '')),
+    ...NAME,
+    ...PHONE,
+    BIRTH_DATE,
+    UPSTREAM_KEY,
+    TENANT_A_KEY,
+    TENANT_B_KEY,
+  ];
+}
+
+function expectNoneLogged(logs: string[], forbidden: string[]): void {
+  const text = logs.join('\n');
+  for (const value of forbidden) expect(text, `log output contains ${value}`).not.toContain(value);
+}
+
+/** The request log lines (src/http/middleware.ts requestLog). */
+function requestLines(logs: string[]): Record<string, unknown>[] {
+  return logs.map((l) => JSON.parse(l) as Record<string, unknown>).filter((l) => l.message === 'request');
+}
+
+/**
+ * Submits a check and waits for it to end (its answer is no longer a queued CER), validating
+ * every resource received.
+ */
+async function runToEnd(harness: Harness, options: RequestOptions): Promise<void> {
+  const res = await request(harness.url)
+    .post(SUBMIT)
+    .set(harness.auth)
+    .set('Prefer', 'wait=30')
+    .set('Content-Type', FHIR_JSON)
+    .send(eligibilityRequest(options));
+  expectValidFhir(res.body);
+  expect(res.headers.location, `no Location for ${JSON.stringify(options)}`).toBeTruthy();
+  const path = new URL(String(res.headers.location)).pathname;
+  const ended = await until(
+    async () => {
+      const read = await request(harness.url).get(path).set(harness.auth);
+      expect(read.status).toBe(200);
+      expectValidFhir(read.body);
+      const cer = read.body as CoverageEligibilityResponse;
+      return cer.outcome === 'queued' ? undefined : cer;
+    },
+    20_000,
+    `the check of ${JSON.stringify(options)} to end`,
+  );
+  expect(ended.resourceType).toBe('CoverageEligibilityResponse');
+}
 
 describe('log privacy', () => {
   it('keeps Emirates IDs, card numbers, names, phones, dates of birth and keys out of every line', async () => {
@@ -67,5 +134,150 @@ describe('log privacy', () => {
     const requestLines = h.logs.map((l) => JSON.parse(l) as Record<string, unknown>).filter((l) => l.status);
     expect(requestLines.length).toBeGreaterThan(3);
     expect(requestLines[0]).toMatchObject({ method: expect.any(String), requestId: expect.any(String) });
+  });
+
+  it('every sandbox scenario and two search-alls, run to their end, leave no patient data in the log', async () => {
+    // Each scenario on its own payer: invalid_credentials and backoff open payer guards, which
+    // would otherwise turn the later checks into guard answers without reaching the upstream.
+    const payers = Object.keys(PAYERS).filter((p) => p !== 'DAMAN');
+    const singles = SCENARIOS.filter((s) => !s.searchAll && !SKIPPED.has(s.name));
+    expect(singles.length).toBeLessThanOrEqual(payers.length);
+    const identifiers: string[] = [];
+    const runs: RequestOptions[] = singles.map((scenario, i) => {
+      if (scenario.payer !== null) {
+        // A payer-only row (NOCREDS): any identifier.
+        const emiratesId = '784-1990-7000001-1';
+        identifiers.push(emiratesId);
+        return { emiratesId, payer: scenario.payer };
+      }
+      identifiers.push(scenario.example);
+      return scenario.idKind === 'card'
+        ? { cardNumber: scenario.example, payer: payers[i] }
+        : { emiratesId: scenario.example, payer: payers[i] };
+    });
+    for (const emiratesId of ['784-1990-0000031-1', '784-1990-0000033-3']) {
+      identifiers.push(emiratesId);
+      runs.push({ emiratesId, discovery: true });
+    }
+    // The scenario table names these outcomes; each one must have been run.
+    const names = singles.map((s) => s.name);
+    for (const name of [
+      'not-eligible',
+      'member-not-found',
+      'invalid-credentials',
+      'failed',
+      'error',
+      'backoff',
+      'multi-card',
+      'task-failed',
+      'task-cancelled',
+      'tpa-not-configured',
+      'card-only-by-card-number',
+    ])
+      expect(names).toContain(name);
+
+    for (const options of runs) await runToEnd(h, options);
+
+    expect(h.logs.some((l) => l.includes('payer guard opened'))).toBe(true);
+    expectNoneLogged(h.logs, forbiddenValues([...identifiers, UPSTREAM_CARD_NUMBER]));
+  });
+
+  it("an upstream 5xx whose body echoes the patient's data never reaches the log", async () => {
+    const pollEcho = '784-1990-5550001-1';
+    const createEcho = '784-1990-5550002-2';
+    const echo = (emiratesId: string): UpstreamFailure => ({
+      kind: 'http',
+      status: 500,
+      body: JSON.stringify({
+        detail: `Internal Server Error while checking ${emiratesId} (${NAME.join(' ')}, born ${BIRTH_DATE})`,
+        request: { emirates_id: emiratesId, name: NAME.join(' '), dob: BIRTH_DATE, phone: PHONE[0] },
+      }),
+    });
+    const counts = { echoedPolls: 0, echoedCreates: 0 };
+    const echoing = (inner: UpstreamPort): UpstreamPort => {
+      let polls = 0;
+      return {
+        createTask: (creds, body) => {
+          if (body.emirates_id === createEcho) {
+            counts.echoedCreates += 1;
+            return Promise.resolve({ ok: false, error: echo(createEcho) });
+          }
+          return inner.createTask(creds, body);
+        },
+        getResult: (creds, taskId) => {
+          polls += 1;
+          // Every other poll fails with the echoing body; the check still ends through the rest.
+          if (polls % 2 === 1) {
+            counts.echoedPolls += 1;
+            return Promise.resolve({ ok: false, error: echo(pollEcho) });
+          }
+          return inner.getResult(creds, taskId);
+        },
+        health: () => inner.health(),
+      };
+    };
+    const echoed = await startHarness({ overrides: { upstream: echoing } });
+    try {
+      await runToEnd(echoed, { emiratesId: pollEcho });
+      // create-task answered 500: ambiguous, answered at once with an OperationOutcome.
+      const ambiguous = await request(echoed.url)
+        .post(SUBMIT)
+        .set(echoed.auth)
+        .set('Prefer', 'wait=10')
+        .set('Content-Type', FHIR_JSON)
+        .send(eligibilityRequest({ emiratesId: createEcho, payer: 'NAS' }));
+      expect(ambiguous.status).toBe(502);
+      expectValidFhir(ambiguous.body);
+      expect(JSON.stringify(ambiguous.body)).toContain('ambiguous-create');
+
+      expect(counts.echoedPolls).toBeGreaterThan(0);
+      expect(counts.echoedCreates).toBe(1);
+      expect(echoed.logs.some((l) => l.includes('create-task failed'))).toBe(true);
+      expectNoneLogged(echoed.logs, forbiddenValues([pollEcho, createEcho]));
+    } finally {
+      await echoed.stop();
+    }
+  });
+
+  it('every request line has method, route, status, durationMs and requestId; a missing X-Request-Id is generated', async () => {
+    const generated = await request(h.url).get('/fhir/metadata');
+    expect(generated.status).toBe(200);
+    const id = String(generated.headers['x-request-id']);
+    expect(id).toMatch(/^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/);
+    const given = await request(h.url).get('/fhir/metadata').set('X-Request-Id', 'privacy-req-42');
+    expect(given.headers['x-request-id']).toBe('privacy-req-42');
+    // An id that is not sane (too long, odd characters) is replaced, not logged.
+    const insane = await request(h.url)
+      .get('/fhir/metadata')
+      .set('X-Request-Id', `${'x'.repeat(200)}<script>`);
+    const replaced = String(insane.headers['x-request-id']);
+    expect(replaced).not.toContain('<script>');
+    expect(replaced).toMatch(/^[0-9a-f-]{36}$/);
+
+    const line = await until(
+      () => requestLines(h.logs).find((l) => l.requestId === id),
+      5000,
+      'the request line of the generated id',
+    );
+    expect(line).toMatchObject({ method: 'GET', route: '/fhir/metadata', status: 200 });
+    await until(() => requestLines(h.logs).find((l) => l.requestId === 'privacy-req-42'), 5000, 'given id');
+    await until(() => requestLines(h.logs).find((l) => l.requestId === replaced), 5000, 'replaced id');
+    expect(h.logs.join('\n')).not.toContain('<script>');
+
+    const lines = requestLines(h.logs);
+    expect(lines.length).toBeGreaterThan(10);
+    for (const entry of lines) {
+      expect(entry, JSON.stringify(entry)).toMatchObject({
+        method: expect.any(String),
+        route: expect.any(String),
+        status: expect.any(Number),
+        durationMs: expect.any(Number),
+        requestId: expect.any(String),
+      });
+      expect(String(entry.requestId).length).toBeGreaterThan(0);
+      expect(entry.durationMs as number).toBeGreaterThanOrEqual(0);
+      // The route is the pattern, never the raw URL with its query (which may carry patient data).
+      expect(String(entry.route)).not.toContain('?');
+    }
   });
 });

@@ -2,7 +2,7 @@
  * What a client sees while a check runs (interim documents on the queued CER, X-Progress), and
  * the limits that protect the upstream and the clinic (429 per tenant, security headers).
  */
-import type { CoverageEligibilityResponse } from 'fhir/r4.js';
+import type { Bundle, CoverageEligibilityResponse } from 'fhir/r4.js';
 import request from 'supertest';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startServer } from '../../src/server.js';
@@ -116,5 +116,77 @@ describe('limits and headers', () => {
       await server.stop();
       await sandbox.close();
     }
+  });
+});
+
+describe('Prefer: wait cap and _lastUpdated search', () => {
+  let fast: Harness;
+  beforeAll(async () => {
+    // A fast sandbox: the check ends well inside the capped wait, so the test does not wait 60 s.
+    fast = await startHarness({ timeScale: 0.02 });
+  });
+  afterAll(async () => {
+    await fast.stop();
+  });
+
+  it('Prefer: wait=999 is capped at 60 s, and Preference-Applied says so', async () => {
+    const started = Date.now();
+    const res = await request(fast.url)
+      .post(SUBMIT)
+      .set(fast.auth)
+      .set('Prefer', 'wait=999')
+      .set('Content-Type', FHIR_JSON)
+      .send(eligibilityRequest({ emiratesId: '784-1990-0000001-1' }));
+    expect(res.status).toBe(200);
+    expectValidFhir(res.body);
+    expect(res.headers['preference-applied']).toBe('wait=60');
+    expect((res.body as CoverageEligibilityResponse).outcome).toBe('complete');
+    expect(Date.now() - started).toBeLessThan(15_000);
+    // A wait under the cap is applied as asked.
+    const asked = await request(fast.url)
+      .post(SUBMIT)
+      .set(fast.auth)
+      .set('Prefer', 'wait=7')
+      .set('Content-Type', FHIR_JSON)
+      .send(eligibilityRequest({ emiratesId: '784-1990-0000001-1' }));
+    expectValidFhir(asked.body);
+    expect(asked.headers['preference-applied']).toBe('wait=7');
+  });
+
+  it('_lastUpdated=ge<today> finds a check made now; _lastUpdated=lt2000-01-01 finds nothing', async () => {
+    const today = new Date().toISOString().slice(0, 10);
+    const res = await request(fast.url)
+      .post(SUBMIT)
+      .set(fast.auth)
+      .set('Prefer', 'wait=20')
+      .set('Content-Type', FHIR_JSON)
+      .send(eligibilityRequest({ emiratesId: '784-1990-0000002-2' }));
+    expectValidFhir(res.body);
+    const id = (res.body as CoverageEligibilityResponse).id;
+    expect(id).toBeTruthy();
+
+    const recent = await request(fast.url)
+      .get(`/fhir/CoverageEligibilityResponse?_lastUpdated=ge${today}&_count=100`)
+      .set(fast.auth);
+    expect(recent.status).toBe(200);
+    expectValidFhir(recent.body);
+    const found = recent.body as Bundle<CoverageEligibilityResponse>;
+    expect(found.type).toBe('searchset');
+    expect(found.total).toBeGreaterThanOrEqual(1);
+    expect((found.entry ?? []).map((e) => e.resource?.id)).toContain(id);
+    for (const entry of found.entry ?? []) {
+      expect(Date.parse(String(entry.resource?.meta?.lastUpdated))).toBeGreaterThanOrEqual(Date.parse(today));
+    }
+
+    const old = await request(fast.url)
+      .get('/fhir/CoverageEligibilityResponse?_lastUpdated=lt2000-01-01')
+      .set(fast.auth);
+    expect(old.status).toBe(200);
+    expectValidFhir(old.body);
+    const none = old.body as Bundle<CoverageEligibilityResponse>;
+    expect(none.resourceType).toBe('Bundle');
+    expect(none.type).toBe('searchset');
+    expect(none.total).toBe(0);
+    expect(none.entry ?? []).toHaveLength(0);
   });
 });

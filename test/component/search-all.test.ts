@@ -3,9 +3,10 @@
  * every eligible payer is returned, the payers that answered are recorded, and a search that
  * does not complete in time stays queued with what it has.
  */
-import type { CoverageEligibilityResponse, Coverage } from 'fhir/r4.js';
+import type { CoverageEligibilityResponse, Coverage, Extension } from 'fhir/r4.js';
 import request from 'supertest';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { extensionUrl } from '../../src/mapping/response/index.js';
 import { expectValidFhir } from '../support/fhir.js';
 import type { Harness } from '../support/harness.js';
 import { startHarness } from '../support/harness.js';
@@ -30,6 +31,32 @@ async function searchAll(emiratesId: string, harness = h, prefer = 'wait=30') {
     .send(eligibilityRequest({ emiratesId, discovery: true }));
   expectValidFhir(res.body);
   return res;
+}
+
+/** src/mapping/response/cer.ts: the lead of a check past its timeout and still tracked. */
+const STILL_CHECKING =
+  'Still checking: the payer portal has not answered within the usual time. The check continues, and this response is updated when the answer arrives.';
+/** mappings/outcomes.json searchAll.foundStatuses. */
+const FOUND = new Set(['found', 'member_found']);
+
+/** The sub-extensions of one complex extension, by url (the value of each). */
+function partsOf(extension: Extension): Record<string, unknown> {
+  const parts: Record<string, unknown> = {};
+  for (const part of extension.extension ?? []) {
+    const { url, ...value } = part;
+    parts[url] = Object.values(value)[0];
+  }
+  return parts;
+}
+
+/** Every search-all-response extension of a CER, as its parts. */
+function responsesOf(cer: CoverageEligibilityResponse): Record<string, unknown>[] {
+  return (cer.extension ?? []).filter((e) => e.url === extensionUrl('search-all-response')).map(partsOf);
+}
+
+function upstreamOutcomeOf(cer: CoverageEligibilityResponse): Record<string, unknown> | undefined {
+  const found = (cer.extension ?? []).find((e) => e.url === extensionUrl('upstream-outcome'));
+  return found ? partsOf(found) : undefined;
 }
 
 function payersOf(cer: CoverageEligibilityResponse): string[] {
@@ -72,7 +99,21 @@ describe('search-all', () => {
   it('completed by a single aggregator (rule 3)', async () => {
     const res = await searchAll('784-1990-0000035-5');
     expect(res.status).toBe(200);
-    expect((res.body as CoverageEligibilityResponse).outcome).toBe('complete');
+    const cer = res.body as CoverageEligibilityResponse;
+    expect(cer.outcome).toBe('complete');
+    // The one payer that answered, and what it said (search-all-aggregator: NEXTCARE, member_not_found).
+    expect(responsesOf(cer)).toEqual([
+      { payer: 'NEXTCARE', payerName: 'NEXTCARE', status: 'member_not_found', eligible: false },
+    ]);
+    expect(upstreamOutcomeOf(cer)).toMatchObject({
+      taskStatus: 'PROCESS_COMPLETE',
+      searchAllStatus: 'SEARCH_ALL_COMPLETE',
+      payersResponded: 1,
+    });
+    // Nobody found the member: no insurance at all, so none in force, and no Coverage.
+    expect(cer.insurance).toBeUndefined();
+    expect(cer.contained).toBeUndefined();
+    expect(cer.disposition).toContain('No matching coverage found in the payers that responded (1 payer).');
   });
 
   it('first answer found the member: complete with that payer (rule 2)', async () => {
@@ -88,12 +129,34 @@ describe('search-all', () => {
       const res = await searchAll('784-1990-0000031-1', slow, 'wait=2');
       const cer = res.body as CoverageEligibilityResponse;
       expect(cer.outcome).toBe('queued');
-      expect(cer.disposition).toMatch(/still/i);
+      // The timed-out text leads, not the normal search-all in-progress text, then the count so far.
+      const answered = responsesOf(cer);
+      const found = answered.filter((a) => FOUND.has(String(a.status)));
+      expect(answered.length).toBeGreaterThan(0);
+      expect(found.length).toBeGreaterThan(0); // DAMAN answers at 0.8 s, before the 1 s timeout
+      const plural = (n: number) => `${n} payer${n === 1 ? '' : 's'}`;
+      expect(
+        cer.disposition?.startsWith(
+          `${STILL_CHECKING} ${plural(answered.length)} answered so far; ${found.length} found the member.`,
+        ),
+      ).toBe(true);
+      expect(cer.disposition).not.toContain('Searching all payers');
+      expect(upstreamOutcomeOf(cer)).toMatchObject({
+        searchAllStatus: 'SEARCH_ALL_PROCESSING',
+        payersResponded: answered.length,
+      });
+      // The payers found so far are in the answer, each with its Coverage.
+      expect(cer.insurance).toHaveLength(found.length);
+      expect(payersOf(cer)).toEqual(found.map((a) => a.payer));
+      expect(cer.insurance?.every((i) => i.inforce === true)).toBe(true);
       const read = await request(slow.url)
         .get(new URL(String(res.headers.location)).pathname)
         .set(slow.auth);
       expect(read.status).toBe(200);
       expectValidFhir(read.body);
+      const stored = read.body as CoverageEligibilityResponse;
+      expect(stored.outcome).toBe('queued');
+      expect(stored.disposition?.startsWith(STILL_CHECKING)).toBe(true);
     } finally {
       await slow.stop();
     }

@@ -12,7 +12,7 @@ import { newCheckOf } from '../../src/checks/service.js';
 import { Scheduler } from '../../src/checks/scheduler.js';
 import { openStore } from '../../src/checks/open-store.js';
 import type { Check, CheckStore } from '../../src/checks/store.js';
-import type { UpstreamPort, UpstreamResult } from '../../src/checks/upstream-port.js';
+import type { UpstreamFailure, UpstreamPort, UpstreamResult } from '../../src/checks/upstream-port.js';
 import { answerForCheck } from '../../src/fhir/answers.js';
 import { createLogger } from '../../src/log.js';
 import { parseSubmit } from '../../src/mapping/request/parse-submit.js';
@@ -29,6 +29,12 @@ const TENANT: Tenant = {
   maxInFlight: 3,
 };
 const TIMEOUT = 300_000;
+/** The poll interval and the slow interval used past the timeout (deps() below). */
+const POLL = 5000;
+const SLOW_POLL = 30_000;
+/** src/mapping/response/cer.ts: what a check past its timeout and still tracked says. */
+const STILL_CHECKING =
+  'Still checking: the payer portal has not answered within the usual time. The check continues, and this response is updated when the answer arrives.';
 
 type Answer = UpstreamResult<Envelope>;
 
@@ -57,9 +63,9 @@ function deps(tenants: Tenant[] = [TENANT]): LifecycleDeps {
     owner: 'test',
     now: () => clock,
     baseUrl: 'http://localhost',
-    pollIntervalMs: 5000,
+    pollIntervalMs: POLL,
     timeoutMs: () => TIMEOUT,
-    slowPollIntervalMs: 30_000,
+    slowPollIntervalMs: SLOW_POLL,
     backoffGuardMs: 900_000,
   };
 }
@@ -372,5 +378,202 @@ describe('lifecycle', () => {
     release();
     await Promise.all(steps);
     expect([(await current(a)).state, (await current(b)).state]).toEqual(['polling', 'polling']);
+  });
+
+  it('a search-all whose timeout passes while a poll is out: slow interval next, still-checking text, payers so far kept', async () => {
+    const check = await newCheck({ discovery: true });
+    await step();
+    const started = await current(check);
+    expect(started.deadlineAt).toBe(clock + TIMEOUT);
+    const processing = envelope({
+      status: 'NAVIGATING_WEBSITE',
+      is_search_all: true,
+      search_all_status: 'SEARCH_ALL_PROCESSING',
+      aggregated_results: [
+        { status: 'member_not_found', tpa_name: 'NAS', data: { is_eligible: false } },
+        {
+          status: 'found',
+          tpa_name: 'DAMAN',
+          data: { is_eligible: true, policy_network: { payer_name: 'Daman' } },
+        },
+        { status: 'tpa_not_configured', tpa_name: 'GIG', data: { is_eligible: null } },
+      ],
+      total_tpas_checked: 3,
+    });
+    let calls = 0;
+    const plain = (): Promise<Answer> => {
+      calls += 1;
+      return Promise.resolve({ ok: true, value: processing });
+    };
+    const d = deps();
+    d.upstream = { ...d.upstream, getResult: plain };
+
+    // Before the timeout: the normal interval and the normal in-progress text.
+    clock += POLL;
+    await step(d);
+    const early = await current(check);
+    expect(early.nextRunAt).toBe(clock + POLL);
+    expect(early.cer.disposition).toMatch(/^Searching all payers/);
+    expect(early.cer.disposition).not.toContain(STILL_CHECKING);
+
+    // The poll goes out before the deadline; its answer arrives after it.
+    clock = started.deadlineAt - 1000;
+    d.upstream.getResult = () => {
+      clock = started.deadlineAt + 500;
+      return plain();
+    };
+    await step(d);
+    expect(calls).toBe(2);
+    const late = await current(check);
+    expect(late.state).toBe('polling');
+    expect(late.nextRunAt).toBe(clock + SLOW_POLL);
+    const cer: CoverageEligibilityResponse = late.cer;
+    expectValidFhir(cer);
+    expect(cer.outcome).toBe('queued');
+    expect(cer.disposition).toBe(
+      `${STILL_CHECKING} 3 payers answered so far; 1 found the member. The member is eligible at Daman.`,
+    );
+    expect(cer.insurance).toHaveLength(1);
+    expect(cer.insurance?.[0]?.inforce).toBe(true);
+    const answer = answerForCheck(late, 'http://localhost');
+    expect(answer.status).toBe(200);
+    expectValidFhir(answer.body);
+
+    // Nothing is polled at the normal interval any more; the slow one polls, and stays slow.
+    d.upstream.getResult = plain;
+    clock += POLL;
+    await step(d);
+    expect(calls).toBe(2);
+    clock = late.nextRunAt;
+    await step(d);
+    expect(calls).toBe(3);
+    expect((await current(check)).nextRunAt).toBe(clock + SLOW_POLL);
+    expect(creates).toBe(1);
+  });
+
+  it('a single-payer check past its timeout says it is still checking and is polled at the slow interval', async () => {
+    const check = await newCheck();
+    await step();
+    const started = await current(check);
+    polls = [{ ok: true, value: envelope({ status: 'NAVIGATING_WEBSITE' }) }];
+    clock += POLL;
+    await step();
+    const early = await current(check);
+    expect(early.nextRunAt).toBe(clock + POLL);
+    expect(early.cer.disposition).toBe('Eligibility check in progress at the payer portal.');
+
+    // A poll that fails at the deadline already answers with the still-checking text.
+    polls = [{ ok: false, error: { kind: 'http', status: 503, body: '' } }];
+    clock = started.deadlineAt;
+    await step();
+    const failed = await current(check);
+    expect(failed.cer.outcome).toBe('queued');
+    expect(failed.cer.disposition).toBe(STILL_CHECKING);
+    expectValidFhir(failed.cer);
+
+    polls = [{ ok: true, value: envelope({ status: 'EXTRACTING_DATA' }) }];
+    clock = failed.nextRunAt;
+    await step();
+    const late = await current(check);
+    expect(late.state).toBe('polling');
+    expect(late.nextRunAt).toBe(clock + SLOW_POLL);
+    expect(late.cer.outcome).toBe('queued');
+    expect(late.cer.disposition).toBe(STILL_CHECKING);
+    expectValidFhir(late.cer);
+    const answer = answerForCheck(late, 'http://localhost');
+    expect(answer.status).toBe(200);
+    expectValidFhir(answer.body);
+
+    // The answer still arrives at the slow poll and replaces the text.
+    polls = [{ ok: true, value: eligible() }];
+    clock += POLL;
+    await step();
+    expect(polls).toHaveLength(1); // not due before the slow interval
+    clock = late.nextRunAt;
+    await step();
+    const done = await current(check);
+    expect(done.state).toBe('done');
+    expect(done.cer.outcome).toBe('complete');
+    expect(done.cer.disposition).not.toContain('Still checking');
+    expectValidFhir(done.cer);
+    expect(creates).toBe(1);
+  });
+
+  it('create-task refused before anything was sent: back to starting (queued), re-sent later, one task', async () => {
+    const failures: UpstreamFailure[] = [{ kind: 'network', code: 'ECONNREFUSED', sentRequest: false }];
+    const d = deps();
+    d.upstream = {
+      ...d.upstream,
+      createTask: () => {
+        creates += 1;
+        const error = failures.shift();
+        return Promise.resolve(error ? { ok: false, error } : { ok: true, value: { task_id: 'task-ok' } });
+      },
+    };
+    const check = await newCheck();
+    await step(d);
+    const refused = await current(check);
+    expect(creates).toBe(1);
+    expect(refused.state).toBe('starting');
+    expect(refused.outcome).toBe('queued');
+    expect(refused.tasksCreated).toBe(0);
+    expect(refused.pollFailures).toBe(1);
+    expect(refused.nextRunAt).toBe(clock + POLL);
+    expect(refused.cer.error).toBeUndefined();
+    expectValidFhir(refused.cer);
+    const answer = answerForCheck(refused, 'http://localhost');
+    expect(answer.status).toBe(200);
+    expectValidFhir(answer.body);
+
+    await step(d); // not due yet
+    expect(creates).toBe(1);
+    clock = refused.nextRunAt;
+    await step(d);
+    const started = await current(check);
+    expect(creates).toBe(2);
+    expect(started.state).toBe('polling');
+    expect(started.upstreamTaskId).toBe('task-ok');
+    expect(started.tasksCreated).toBe(1);
+    expect(started.outcome).toBe('queued');
+  });
+
+  it.each<[string, UpstreamFailure]>([
+    ['a timeout', { kind: 'timeout', phase: 'headers' }],
+    [
+      'a connection reset after the request was sent',
+      { kind: 'network', code: 'ECONNRESET', sentRequest: true },
+    ],
+  ])('create-task ending in %s is ambiguous-create at once and is never re-sent', async (_name, failure) => {
+    const d = deps();
+    d.upstream = {
+      ...d.upstream,
+      createTask: () => {
+        creates += 1;
+        return Promise.resolve({ ok: false, error: failure });
+      },
+    };
+    const check = await newCheck();
+    await step(d);
+    const ended = await current(check);
+    expect(creates).toBe(1);
+    expect(ended.state).toBe('creating'); // holds the slot: a task may exist upstream
+    expect(ended.outcome).toBe('error');
+    expect(ended.tasksCreated).toBe(0);
+    expect(ended.cer.error?.[0]?.code.coding?.[0]?.code).toBe('ambiguous-create');
+    expectValidFhir(ended.cer);
+    const answer = answerForCheck(ended, 'http://localhost');
+    expect(answer.status).toBe(502);
+    expectValidFhir(answer.body);
+    expect(JSON.stringify(answer.body)).toContain('ambiguous-create');
+
+    const t0 = clock;
+    for (const later of [POLL, 60_000, TIMEOUT - 1, TIMEOUT + 1, 2 * TIMEOUT, 10 * TIMEOUT]) {
+      clock = t0 + later;
+      await step(d);
+    }
+    const done = await current(check);
+    expect(done.state).toBe('done');
+    expect(done.cer.error?.[0]?.code.coding?.[0]?.code).toBe('ambiguous-create');
+    expect(creates).toBe(1);
   });
 });
