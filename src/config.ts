@@ -95,7 +95,10 @@ const envSchema = z.object({
   LOG_LEVEL: z.enum(['error', 'warn', 'info', 'http', 'verbose', 'debug', 'silly']).default('info'),
 });
 
-/** A value written `env:NAME` is read from that environment variable. */
+/**
+ * A value written `env:NAME` is read from that environment variable (DESIGN.md: any value of the
+ * tenants file; in practice the upstream key, and the clinic's ids where they are kept out of it).
+ */
 const secretRef = (env: NodeJS.ProcessEnv) =>
   z.string().transform((value, ctx) => {
     if (!value.startsWith('env:')) return value;
@@ -119,10 +122,10 @@ const tenantsSchema = (env: NodeJS.ProcessEnv) =>
             .min(1),
           upstream: z.object({
             apiKey: secretRef(env).pipe(z.string().min(1)),
-            clinicId: z.string().min(1),
-            clientId: z.string().min(1),
+            clinicId: secretRef(env).pipe(z.string().min(1)),
+            clientId: secretRef(env).pipe(z.string().min(1)),
           }),
-          practiceId: z.string().min(1),
+          practiceId: secretRef(env).pipe(z.string().min(1)),
           maxInFlight: z.number().int().min(1).max(1000).default(3),
         }),
       )

@@ -3,7 +3,7 @@
  */
 import { ConfigError, loadConfig } from './config.js';
 import { createLogger } from './log.js';
-import { startServer } from './server.js';
+import type { startServer as StartServer } from './server.js';
 
 async function main(): Promise<void> {
   let config;
@@ -15,6 +15,18 @@ async function main(): Promise<void> {
       process.exit(1);
     }
     throw error;
+  }
+  // Loaded here, not imported at the top: a broken table in mappings/ (read when the modules
+  // load) then stops the process with one line, like a wrong variable, not with a stack trace.
+  let startServer: typeof StartServer;
+  try {
+    ({ startServer } = await import('./server.js'));
+  } catch (error) {
+    const message = error instanceof Error ? error.message : String(error);
+    process.stderr.write(
+      `configuration error: ${message.replace(/:\s*\n\s*/g, ': ').replace(/\s*\n\s*/g, '; ')}\n`,
+    );
+    process.exit(1);
   }
   const logger = createLogger(config.logLevel);
   const running = await startServer(config, logger);

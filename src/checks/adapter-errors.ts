@@ -1,8 +1,8 @@
 /**
  * Adapter-side failures (mappings/adapter-errors.json), loaded and checked once.
  */
-import { readFileSync } from 'node:fs';
 import { z } from 'zod';
+import { loadMappingTable } from '../mapping/mapping-table.js';
 
 const tableSchema = z.object({
   errors: z
@@ -29,9 +29,7 @@ export type AdapterErrorCode =
 
 export type AdapterError = z.infer<typeof tableSchema>['errors'][number];
 
-const table = tableSchema.parse(
-  JSON.parse(readFileSync(new URL('../../mappings/adapter-errors.json', import.meta.url), 'utf8')),
-);
+const table = loadMappingTable('adapter-errors.json', tableSchema);
 const byCode = new Map(table.errors.map((e) => [e.code, e]));
 
 /** The table row of an adapter error code; throws at start-up if the table lacks one. */

@@ -71,6 +71,36 @@ describe('loadConfig', () => {
     expect(() => loadConfig(env)).toThrow(message);
   });
 
+  it('resolves env: in every string value of a tenant, not only the key', () => {
+    const indirect = {
+      ...tenant,
+      upstream: { apiKey: 'env:CLINIC_A_KEY', clinicId: 'env:CLINIC_A_ID', clientId: 'env:EHR_ID' },
+      practiceId: 'env:PRACTICE_A',
+    };
+    const config = loadConfig({
+      UPSTREAM_BASE_URL: 'https://upstream.example/v2/api-integration-v3',
+      TENANTS_FILE: tenantsFile({ tenants: [indirect] }),
+      CLINIC_A_KEY: 'upstream-secret',
+      CLINIC_A_ID: 'C-777',
+      EHR_ID: 'EHR-9',
+      PRACTICE_A: 'P-42',
+    });
+    expect(config.tenants[0]?.upstream).toEqual({
+      apiKey: 'upstream-secret',
+      clinicId: 'C-777',
+      clientId: 'EHR-9',
+    });
+    expect(config.tenants[0]?.practiceId).toBe('P-42');
+    expect(() =>
+      loadConfig({
+        TENANTS_FILE: tenantsFile({ tenants: [indirect] }),
+        CLINIC_A_KEY: 'x',
+        EHR_ID: 'y',
+        PRACTICE_A: 'z',
+      }),
+    ).toThrow(/TENANTS_FILE: .*CLINIC_A_ID is not set/);
+  });
+
   it('names a missing env: secret of the tenants file', () => {
     const env = { TENANTS_FILE: tenantsFile({ tenants: [tenant] }) };
     expect(() => loadConfig(env)).toThrow(/TENANTS_FILE: .*CLINIC_A_KEY is not set/);

@@ -3,9 +3,9 @@
  * with zod once at module load: a broken table stops start-up with a message naming the file and
  * the element. Code walks these tables; it does not spell the mappings out in branches.
  */
-import { readFileSync } from 'node:fs';
 import type { Coding, Identifier } from 'fhir/r4.js';
 import { z } from 'zod';
+import { loadMappingTable } from '../mapping-table.js';
 import { CANONICAL_BASE } from '../../fhir/canonical.js';
 
 export const V2_0203 = 'http://terminology.hl7.org/CodeSystem/v2-0203';
@@ -70,23 +70,9 @@ const visitTypesSchema = z.object({
     .min(1),
 });
 
-/** Reads and checks one table; the error names the file and every bad element. */
-function loadTable<S extends z.ZodType>(file: string, schema: S): z.output<S> {
-  const url = new URL(`../../../mappings/${file}`, import.meta.url);
-  let json: unknown;
-  try {
-    json = JSON.parse(readFileSync(url, 'utf8'));
-  } catch (error) {
-    throw new Error(`mappings/${file} cannot be read as JSON: ${(error as Error).message}`);
-  }
-  const parsed = schema.safeParse(json);
-  if (!parsed.success) throw new Error(`mappings/${file} is invalid:\n${z.prettifyError(parsed.error)}`);
-  return parsed.data;
-}
-
-const identifiers = loadTable('identifiers.json', identifiersSchema);
-const payers = loadTable('payers.json', payersSchema);
-const visitTypes = loadTable('visit-types.json', visitTypesSchema);
+const identifiers = loadMappingTable('identifiers.json', identifiersSchema);
+const payers = loadMappingTable('payers.json', payersSchema);
+const visitTypes = loadMappingTable('visit-types.json', visitTypesSchema);
 
 const kindByTypeCode = new Map(
   identifiers.group.flatMap((g) => g.element.map((e) => [`${g.source}|${e.code}`, e.target] as const)),

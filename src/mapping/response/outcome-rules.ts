@@ -3,9 +3,9 @@
  * means for the CER outcome, the $submit HTTP status, the OperationOutcome and retries.
  * Code derives a key from the envelope; the table says what the key means.
  */
-import { readFileSync } from 'node:fs';
 import type { CoverageEligibilityResponse, OperationOutcome, OperationOutcomeIssue } from 'fhir/r4.js';
 import { z } from 'zod';
+import { loadMappingTable } from '../mapping-table.js';
 import type { Envelope, EligibilityResult, ResultData } from '../../upstream/envelope.js';
 import { isTerminalStatus, parseLooseNumber } from '../../upstream/envelope.js';
 import { OUTCOME_SYSTEM, extensionUrl } from './codes.js';
@@ -104,9 +104,7 @@ const tableSchema = z
 /** One row of the outcome table. */
 export type OutcomeRule = z.infer<typeof ruleSchema>;
 
-const table = tableSchema.parse(
-  JSON.parse(readFileSync(new URL('../../../mappings/outcomes.json', import.meta.url), 'utf8')),
-);
+const table = loadMappingTable('outcomes.json', tableSchema);
 const byKey = new Map<string, OutcomeRule>(table.rules.map((r) => [r.upstream, r]));
 
 /** All rows (for the conformance CodeSystem and docs). */

@@ -2,9 +2,9 @@
  * The benefit vocabulary table (mappings/service-categories.json): portal labels -> item
  * category, network, excluded, term, and the reading of is_gatekeeper. Loaded and checked once.
  */
-import { readFileSync } from 'node:fs';
 import type { CodeableConcept } from 'fhir/r4.js';
 import { z } from 'zod';
+import { loadMappingTable } from '../mapping-table.js';
 import {
   BENEFIT_CATEGORY_SYSTEM,
   BENEFIT_NETWORK_SYSTEM,
@@ -53,9 +53,7 @@ const tableSchema = z
 
 export type ServiceCategory = z.infer<typeof categorySchema>;
 
-const table = tableSchema.parse(
-  JSON.parse(readFileSync(new URL('../../../mappings/service-categories.json', import.meta.url), 'utf8')),
-);
+const table = loadMappingTable('service-categories.json', tableSchema);
 
 const MAX_NORMALIZED_LABELS = 4096;
 const normalizedLabels = new Map<string, string>();
