@@ -339,11 +339,31 @@ export interface UpstreamTaskRequest {
   };
 }
 
-/** Parse a number the upstream may send as a string; null when absent or not a number. */
+/**
+ * Parse a number the upstream may send as a string ("20%", "12.5", "AED 1,500"); null when absent
+ * or not plainly a number. A comma is read only as a thousands separator ("1,500"): "12,5" may be
+ * a decimal comma, so it is no number here and the caller keeps the portal's text.
+ */
 export function parseLooseNumber(value: unknown): number | null {
   if (typeof value === 'number') return Number.isFinite(value) ? value : null;
   if (typeof value !== 'string') return null;
-  const cleaned = value.replace(/[%,\s]/g, '').replace(/^AED/i, '');
-  if (cleaned === '' || !/^-?\d+(\.\d+)?$/.test(cleaned)) return null;
-  return Number(cleaned);
+  const cleaned = value
+    .trim()
+    .replace(/^AED\s*/i, '')
+    .replace(/\s*(AED|%)$/i, '');
+  if (/^-?\d+(\.\d+)?$/.test(cleaned)) return Number(cleaned);
+  if (/^-?\d{1,3}(,\d{3})+(\.\d+)?$/.test(cleaned)) return Number(cleaned.replace(/,/g, ''));
+  return null;
+}
+
+/**
+ * A percentage: a number, or a string of digits with an optional "%" ("20%", "12.5"). Anything
+ * else, an amount of money ("AED 50") or a decimal comma ("12,5%"), is no percentage: null, and
+ * the caller keeps the portal's text rather than guess a copay.
+ */
+export function parsePercent(value: unknown): number | null {
+  if (typeof value === 'number') return Number.isFinite(value) ? value : null;
+  if (typeof value !== 'string') return null;
+  const match = /^\s*(\d+(?:\.\d+)?)\s*%?\s*$/.exec(value);
+  return match?.[1] === undefined ? null : Number(match[1]);
 }

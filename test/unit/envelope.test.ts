@@ -6,6 +6,7 @@ import {
   envelopeSchema,
   isTerminalStatus,
   parseLooseNumber,
+  parsePercent,
 } from '../../src/upstream/envelope.js';
 import { FIXTURE_DIR, buildFixtures, fixtureText } from '../fixtures/upstream/generate.js';
 
@@ -95,6 +96,21 @@ describe('envelopeSchema, tolerant where the upstream varies', () => {
     expect(parseLooseNumber('20%')).toBe(20);
     expect(parseLooseNumber('12.5')).toBe(12.5);
     expect(details?.some((d) => d.coverage_status === 'Not Covered')).toBe(true);
+  });
+
+  it('reads a comma only as a thousands separator; a percentage is never read out of an amount', () => {
+    expect(parseLooseNumber('1,500')).toBe(1500);
+    expect(parseLooseNumber('AED 1,500.50')).toBe(1500.5);
+    expect(parseLooseNumber('50 AED')).toBe(50);
+    expect(parseLooseNumber('12,5')).toBeNull();
+    expect(parseLooseNumber('12,5%')).toBeNull();
+    expect(parseLooseNumber('1,50')).toBeNull();
+    expect(parsePercent('20%')).toBe(20);
+    expect(parsePercent(' 12.5 % ')).toBe(12.5);
+    expect(parsePercent(10)).toBe(10);
+    expect(parsePercent('AED 50')).toBeNull();
+    expect(parsePercent('12,5%')).toBeNull();
+    expect(parsePercent('Nil')).toBeNull();
   });
 
   it('accepts string numbers for card_index, multi_card_total and total_tpas_checked', () => {

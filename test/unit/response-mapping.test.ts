@@ -1379,6 +1379,9 @@ describe('found-eligible-rich: Coverage, benefit period, items and policy detail
                 // "Dhs" is how UAE portals write dirhams: AED. Three letters are not enough to be a code.
                 { visit_type: 'Dental', copay_amount: 35, copay_currency: 'Dhs' },
                 { visit_type: 'Optical', copay_amount: 45, copay_currency: 'Yes' },
+                // A decimal comma and an amount where a percentage belongs: kept as text, not read as 125 % or 50 %.
+                { visit_type: 'Physiotherapy', copay_percentage: '12,5%' },
+                { visit_type: 'Procedure', copay_percentage: 'AED 50' },
               ],
             },
           },
@@ -1401,6 +1404,10 @@ describe('found-eligible-rich: Coverage, benefit period, items and policy detail
     expect(benefitOf(item(3), 'copay')?.allowedMoney).toEqual({ value: 35, currency: 'AED' });
     expect(benefitOf(item(4), 'copay')?.allowedMoney).toEqual({ value: 45 });
     expect(item(4)?.description).toContain('Currency as given: Yes');
+    expect(benefitOf(item(5), 'copay-percent')).toMatchObject({ allowedString: '12,5%' });
+    expect(benefitOf(item(5), 'copay-percent')?.allowedUnsignedInt).toBeUndefined();
+    expect(benefitOf(item(6), 'copay-percent')).toMatchObject({ allowedString: 'AED 50' });
+    expect(benefitOf(item(6), 'copay-percent')?.allowedUnsignedInt).toBeUndefined();
   });
 });
 

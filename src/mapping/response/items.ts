@@ -12,7 +12,7 @@ import type {
   CoverageEligibilityResponseInsuranceItemBenefit as Benefit,
   Coding,
 } from 'fhir/r4.js';
-import { parseLooseNumber } from '../../upstream/envelope.js';
+import { parseLooseNumber, parsePercent } from '../../upstream/envelope.js';
 import {
   BENEFIT_TYPE_SYSTEM,
   BENEFIT_UNIT_SYSTEM,
@@ -46,7 +46,7 @@ const TYPES = {
 
 /** A percentage: allowedUnsignedInt for a whole number, else allowedString ("12.5%", or the portal's text). */
 function percentBenefit(type: Coding, raw: Loose): Benefit | undefined {
-  const value = parseLooseNumber(raw);
+  const value = parsePercent(raw);
   if (value !== null && Number.isInteger(value) && value >= 0 && value <= MAX_UNSIGNED_INT) {
     return { type: concept([type]), allowedUnsignedInt: value };
   }
