@@ -223,8 +223,9 @@ async function startCheck(check: Check, deps: LifecycleDeps): Promise<void> {
     return;
   }
   // Only after create-task was refused (nothing sent) until the timeout; time spent waiting for a
-  // tenant slot does not count against the check.
-  if (now >= check.deadlineAt && check.tasksCreated === 0 && check.pollFailures > 0) {
+  // tenant slot does not count against the check. The same for the retry's second task (its
+  // deadline is the first task's): a create-task refused for ever must not hold a slot for ever.
+  if (now >= check.deadlineAt && check.pollFailures > 0) {
     await finishWithAdapterError(check, deps, 'upstream-unreachable');
     return;
   }
@@ -333,6 +334,16 @@ async function onPollFailure(check: Check, deps: LifecycleDeps, error: UpstreamF
     return;
   }
   const failures = check.pollFailures + 1;
+  if (now >= abandonAt(check, deps)) {
+    // Polls failing long after the timeout (a rotated key answered 401, a long outage): the
+    // check is ended as any other check that never finishes, and its tenant slot freed.
+    deps.logger.warn('check abandoned long after its timeout; polls failing', {
+      checkId: check.id,
+      failure: describeFailure(error),
+    });
+    await finishWithAdapterError(check, deps, 'abandoned');
+    return;
+  }
   if (error.kind === 'invalid-body' && failures >= MAX_UNREADABLE_POLLS) {
     deps.logger.warn('upstream answer unreadable; check ended', { checkId: check.id, failures });
     await finishWithAdapterError(check, deps, 'unreadable-result');
@@ -347,6 +358,11 @@ async function onPollFailure(check: Check, deps: LifecycleDeps, error: UpstreamF
     patch.cer = stillCheckingCer(contextOf(check, deps), parsedEnvelope(check));
   }
   await write(check, deps, patch);
+}
+
+/** When a check still not finished is given up: ABANDON_AFTER_TIMEOUTS timeouts after its start. */
+function abandonAt(check: Check, deps: LifecycleDeps): number {
+  return check.deadlineAt + (ABANDON_AFTER_TIMEOUTS - 1) * timeoutOf(check, deps);
 }
 
 function parsedEnvelope(check: Check): Envelope | undefined {
@@ -365,7 +381,7 @@ async function onEnvelope(check: Check, deps: LifecycleDeps, envelope: Envelope)
     return;
   }
   if (!isFinished(envelope, check.isSearchAll)) {
-    if (now >= check.deadlineAt + (ABANDON_AFTER_TIMEOUTS - 1) * timeoutOf(check, deps)) {
+    if (now >= abandonAt(check, deps)) {
       deps.logger.warn('check abandoned long after its timeout', {
         checkId: check.id,
         status: envelope.status,
@@ -401,11 +417,15 @@ async function finish(
       checkId: check.id,
       outcome: rule.upstream,
     });
+    // The first task's envelope and CER go: its messages and document links are not the second
+    // task's (document URLs resolve against the current task id), and it decides nothing now.
     await write(check, deps, {
       state: 'starting',
-      envelope,
-      upstreamStatus: envelope.status,
+      envelope: null,
+      upstreamStatus: null,
+      pollFailures: 0,
       nextRunAt: now,
+      cer: queuedCer(ctx),
     });
     return;
   }

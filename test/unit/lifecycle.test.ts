@@ -133,7 +133,7 @@ describe('lifecycle', () => {
     await step(); // waiting -> starting (claim), create-task
     polls = [1, 2, 3].map(() => ({ ok: false, error: { kind: 'invalid-body' } }));
     for (let i = 0; i < 6 && (await current(check)).state !== 'done'; i += 1) {
-      clock += 600_000;
+      clock += 60_000; // past each backoff (at most 30 s), well inside the timeout
       await step();
     }
     const done = await current(check);
@@ -181,6 +181,102 @@ describe('lifecycle', () => {
     const done = await current(check);
     expect(done.state).toBe('done');
     expect(answerForCheck(done, 'http://localhost').status).toBe(503);
+    expect(creates).toBe(1);
+  });
+
+  it("the retry's queued CER drops the first task's envelope, messages and documents", async () => {
+    const check = await newCheck();
+    await step();
+    polls = [
+      {
+        ok: true,
+        value: envelope({
+          status: 'PROCESS_COMPLETE',
+          eligibility_result: {
+            status: 'failed',
+            error_type: 'PortalError',
+            message: 'portal did not load',
+            data_dump: { status: 'failed', data: { warning_messages: [{ message: 'first task only' }] } },
+          },
+        }),
+      },
+    ];
+    clock += 5000;
+    await step(); // failed -> retry once
+    const retrying = await current(check);
+    expect(retrying.state).toBe('starting');
+    expect(retrying.envelope).toBeNull();
+    expect(retrying.upstreamStatus).toBeNull();
+    expect(retrying.outcome).toBe('queued');
+    expect(JSON.stringify(retrying.cer)).not.toMatch(/portal did not load|first task only|PortalError/);
+    expectValidFhir(retrying.cer);
+    polls = [{ ok: true, value: eligible() }];
+    await step(); // second task
+    clock += 5000;
+    await step();
+    const done = await current(check);
+    expect(done.outcome).toBe('complete');
+    expect(creates).toBe(2);
+    expect(JSON.stringify(done.cer)).not.toMatch(/portal did not load|first task only/);
+  });
+
+  it("the retry's create-task refused until long after the timeout ends the check; it does not hold the slot", async () => {
+    let refuse = false;
+    const d = deps();
+    d.upstream = {
+      ...d.upstream,
+      createTask: () => {
+        creates += 1;
+        return Promise.resolve(
+          refuse
+            ? { ok: false, error: { kind: 'network', code: 'ECONNREFUSED', sentRequest: false } }
+            : { ok: true, value: { task_id: `task-${creates}` } },
+        );
+      },
+    };
+    const check = await newCheck();
+    await step(d);
+    polls = [
+      {
+        ok: true,
+        value: envelope({
+          status: 'PROCESS_COMPLETE',
+          eligibility_result: { status: 'error', error_type: 'Unexpected', message: 'boom' },
+        }),
+      },
+    ];
+    refuse = true;
+    clock += 5000;
+    await step(d); // error -> retry once; its create-task is refused from now on
+    for (let i = 0; i < 100 && (await current(check)).state !== 'done'; i += 1) {
+      clock += 60_000;
+      await step(d);
+    }
+    const done = await current(check);
+    expect(done.state).toBe('done');
+    expect(JSON.stringify(done.cer.error)).toContain('upstream-unreachable');
+    expect(clock - check.createdAt).toBeLessThanOrEqual(TIMEOUT + 2 * 60_000);
+    expectValidFhir(done.cer);
+    expect(done.tasksCreated).toBe(1);
+  });
+
+  it('polls failing for ever (a rotated key answered 401) end the check once it is abandoned, freeing the slot', async () => {
+    const check = await newCheck();
+    await step();
+    let steps = 0;
+    for (; steps < 200 && (await current(check)).state !== 'done'; steps += 1) {
+      polls = [{ ok: false, error: { kind: 'http', status: 401, body: '{"detail":"Invalid API key"}' } }];
+      clock += 60_000;
+      await step();
+    }
+    const done = await current(check);
+    expect(done.state).toBe('done');
+    expect(JSON.stringify(done.cer.error)).toContain('abandoned');
+    expect(answerForCheck(done, 'http://localhost').status).toBe(504);
+    expectValidFhir(done.cer);
+    // Six timeouts (30 minutes here), not for ever; and never a second task.
+    expect(steps).toBeGreaterThanOrEqual(25);
+    expect(steps).toBeLessThanOrEqual(31);
     expect(creates).toBe(1);
   });
 
