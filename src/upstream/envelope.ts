@@ -31,9 +31,38 @@ export const KNOWN_OUTCOMES = [
 ] as const;
 export type KnownOutcome = (typeof KNOWN_OUTCOMES)[number];
 
+/** What an odd value said, as text (JSON for objects and lists); undefined when it says nothing. */
+function asText(value: unknown): string | undefined {
+  if (value === undefined || value === null) return undefined;
+  if (typeof value === 'string') return value;
+  try {
+    return JSON.stringify(value);
+  } catch {
+    return undefined;
+  }
+}
+
 /** A number the upstream may send as a string ("20", "20%", "12.5"). Unparseable strings stay strings. */
-const looseNumber = z.union([z.number(), z.string()]).nullable().optional();
-const str = z.string().nullable().optional();
+const looseNumber = z
+  .union([z.number(), z.string()])
+  .nullable()
+  .optional()
+  .catch((ctx) => asText(ctx.input));
+/**
+ * A text field. Types beyond the document's shapes are "not shown" upstream: a number or a
+ * boolean where text was expected is kept as its text (sponsor_id 12345, is_gatekeeper false),
+ * anything else (an object, a list) as its JSON text, so one odd field never costs the whole
+ * answer (its eligibility and copays) and nothing it said is dropped silently. Strict where a
+ * wrong guess would mislead: is_eligible, the statuses, task_id.
+ */
+const str = z.preprocess(
+  (value) => (typeof value === 'number' || typeof value === 'boolean' ? String(value) : value),
+  z
+    .string()
+    .nullable()
+    .optional()
+    .catch((ctx) => asText(ctx.input)),
+);
 
 export const documentEntrySchema = z.looseObject({
   s3_url: z.string(),

@@ -113,6 +113,30 @@ describe('envelopeSchema, tolerant where the upstream varies', () => {
     expect(parsePercent('Nil')).toBeNull();
   });
 
+  it('an odd type in a display field never costs the answer: what it said is kept as text', () => {
+    const odd = edited(
+      'found-eligible',
+      [[...DATA, 'policy_network', 'sponsor_id'], 104233],
+      [[...DATA, 'policy_network', 'is_gatekeeper'], true],
+      [[...DATA, 'policy_network', 'policy_plan_name'], { text: 'Enhanced' }],
+      [[...DATA, 'copay_details_to_fill', 0, 'values_to_fill', 'CONSULTATION', 'copay'], 20],
+      [[...DATA, 'copay_analysis', 'copay_details', 0, 'copay_percentage'], ['20']],
+    );
+    const parsed = envelopeSchema.safeParse(odd);
+    expect(parsed.success, JSON.stringify(parsed.error?.issues)).toBe(true);
+    const data = parsed.data?.eligibility_result?.data_dump?.data;
+    expect(data?.is_eligible).toBe(true);
+    expect(data?.policy_network?.sponsor_id).toBe('104233');
+    expect(data?.policy_network?.is_gatekeeper).toBe('true');
+    expect(data?.policy_network?.policy_plan_name).toBe('{"text":"Enhanced"}');
+    expect(data?.copay_details_to_fill?.[0]?.values_to_fill?.CONSULTATION?.copay).toBe('20');
+    expect(data?.copay_analysis?.copay_details?.[0]?.copay_percentage).toBe('["20"]');
+    // Where a wrong guess would mislead, the schema stays strict.
+    expect(
+      envelopeSchema.safeParse(edited('found-eligible', [[...DATA, 'is_eligible'], 'true'])).success,
+    ).toBe(false);
+  });
+
   it('accepts string numbers for card_index, multi_card_total and total_tpas_checked', () => {
     const card = edited('multi-card', [[...DATA, 'card_index'], '2'], [[...DATA, 'multi_card_total'], '3']);
     expect(envelopeSchema.safeParse(card).success).toBe(true);
