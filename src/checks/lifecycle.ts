@@ -24,6 +24,7 @@ import type { Envelope } from '../upstream/envelope.js';
 import { envelopeSchema, isTerminalStatus } from '../upstream/envelope.js';
 import { adapterError } from './adapter-errors.js';
 import type { AdapterErrorCode } from './adapter-errors.js';
+import { guardPayer } from './store.js';
 import type { Check, CheckPatch, CheckStore } from './store.js';
 import { describeFailure } from './upstream-port.js';
 import type { UpstreamFailure, UpstreamPort } from './upstream-port.js';
@@ -213,7 +214,7 @@ async function startCheck(check: Check, deps: LifecycleDeps): Promise<void> {
     return;
   }
   const now = deps.now();
-  const guard = await deps.store.getGuard(check.tenantId, check.payerCode);
+  const guard = await deps.store.getGuard(check.tenantId, guardPayer(check.payerCode));
   if (guard && (guard.until === null || guard.until > now)) {
     await finishWithAdapterError(
       check,
@@ -412,6 +413,7 @@ async function finish(
   const now = deps.now();
   const rule = outcomeRuleFor(mapped);
   if (rule.guard) await openGuard(check, deps, rule.guard, envelope);
+  if (check.isSearchAll) await openSearchAllGuards(check, deps, envelope);
   if (rule.retry === 'once' && check.tasksCreated < MAX_TASKS) {
     deps.logger.info('upstream outcome allows one retry; starting a second task', {
       checkId: check.id,
@@ -445,16 +447,36 @@ async function openGuard(
   deps: LifecycleDeps,
   kind: 'credentials' | 'backoff',
   envelope: Envelope,
+  payerCode: string = check.payerCode,
 ) {
   const now = deps.now();
   const retryAfterMs = (outcomeRuleFor(envelope).retryAfterSeconds ?? 0) * 1000;
+  const payer = guardPayer(payerCode);
   await deps.store.putGuard({
     tenantId: check.tenantId,
-    payerCode: check.payerCode,
+    payerCode: payer,
     kind,
     until: kind === 'credentials' ? null : now + Math.max(retryAfterMs, deps.backoffGuardMs),
     reason: `upstream outcome ${kind === 'credentials' ? 'invalid_credentials' : 'backoff'} on check ${check.id}`,
     openedAt: now,
   });
-  deps.logger.warn('payer guard opened', { tenantId: check.tenantId, payerCode: check.payerCode, kind });
+  deps.logger.warn('payer guard opened', { tenantId: check.tenantId, payerCode: payer, kind });
+}
+
+/**
+ * A search-all logs in at every payer: a payer that answered invalid_credentials or backoff
+ * there gets the same guard as after a single-payer check, so the clinic's next checks with that
+ * payer do not log in again (repeated failures lock the payer account, upstream-api.md).
+ */
+async function openSearchAllGuards(check: Check, deps: LifecycleDeps, envelope: Envelope) {
+  for (const entry of envelope.aggregated_results ?? []) {
+    const kind =
+      entry.status === 'invalid_credentials'
+        ? 'credentials'
+        : entry.status === 'backoff'
+          ? 'backoff'
+          : undefined;
+    const payer = entry.tpa_name ?? entry.tpa ?? entry.data?.adjusted_tpa_name;
+    if (kind && payer?.trim()) await openGuard(check, deps, kind, envelope, payer);
+  }
 }

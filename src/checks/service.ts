@@ -12,7 +12,7 @@ import type { AdapterErrorCode } from './adapter-errors.js';
 import { cerContext } from './lifecycle.js';
 import type { LifecycleEvent } from './lifecycle.js';
 import type { Scheduler } from './scheduler.js';
-import { isAnswered } from './store.js';
+import { guardPayer, isAnswered } from './store.js';
 import type { Check, CheckStore, NewCheck } from './store.js';
 
 export interface CheckServiceOptions {
@@ -75,7 +75,7 @@ export class CheckService {
   async retryAfterSeconds(check: Check): Promise<number | undefined> {
     const refused = check.cer.error?.some((e) => e.code.coding?.some((c) => c.code === 'backoff-guard'));
     if (!refused) return undefined;
-    const guard = await this.store.getGuard(check.tenantId, check.payerCode);
+    const guard = await this.store.getGuard(check.tenantId, guardPayer(check.payerCode));
     const left = guard?.until != null ? guard.until - this.options.now() : 0;
     return left > 0 ? Math.ceil(left / 1000) : undefined;
   }
@@ -85,7 +85,7 @@ export class CheckService {
     payerCode: string,
     now: number,
   ): Promise<AdapterErrorCode | undefined> {
-    const guard = await this.store.getGuard(tenantId, payerCode);
+    const guard = await this.store.getGuard(tenantId, guardPayer(payerCode));
     if (!guard || (guard.until !== null && guard.until <= now)) return undefined;
     return guard.kind === 'credentials' ? 'credentials-guard' : 'backoff-guard';
   }

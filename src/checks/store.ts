@@ -118,6 +118,15 @@ export interface SearchFilters {
 export type GuardKind = 'credentials' | 'backoff';
 
 /** A payer-account guard: no upstream calls for tenant+payer while open. */
+/**
+ * The payer of a guard as stored and looked up: trimmed, upper case, so "axa" after "AXA" was
+ * refused with invalid_credentials meets the same guard (payer codes are upper case in
+ * mappings/payers.json and in the upstream's tpa_name).
+ */
+export function guardPayer(code: string): string {
+  return code.trim().toUpperCase();
+}
+
 export interface Guard {
   tenantId: string;
   payerCode: string;

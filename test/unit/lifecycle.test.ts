@@ -280,6 +280,47 @@ describe('lifecycle', () => {
     expect(creates).toBe(1);
   });
 
+  it('a payer answering invalid_credentials or backoff inside a search-all is guarded like after a single check', async () => {
+    const check = await newCheck({ discovery: true });
+    await step();
+    polls = [
+      {
+        ok: true,
+        value: envelope({
+          status: 'PROCESS_COMPLETE',
+          is_search_all: true,
+          search_all_status: 'SEARCH_ALL_COMPLETE',
+          aggregated_results: [
+            { status: 'found', tpa_name: 'DAMAN', data: { is_eligible: true } },
+            {
+              status: 'invalid_credentials',
+              tpa_name: 'adnic',
+              error_type: 'LoginFailed',
+              message: 'bad password',
+            },
+            { status: 'backoff', tpa_name: 'NAS' },
+            { status: 'member_not_found', tpa_name: 'AXA', data: { is_eligible: false } },
+          ],
+          total_tpas_checked: 4,
+        }),
+      },
+    ];
+    clock += 5000;
+    await step();
+    expect((await current(check)).state).toBe('done');
+    expect(await store.getGuard(TENANT.id, 'ADNIC')).toMatchObject({ kind: 'credentials', until: null });
+    expect(await store.getGuard(TENANT.id, 'NAS')).toMatchObject({ kind: 'backoff', until: clock + 900_000 });
+    expect(await store.getGuard(TENANT.id, 'DAMAN')).toBeNull();
+    expect(await store.getGuard(TENANT.id, 'AXA')).toBeNull();
+    // The next single-payer check with that payer, whatever the case of its code, never logs in.
+    const next = await newCheck({ payer: 'Adnic' });
+    await step();
+    const refused = await current(next);
+    expect(refused.state).toBe('done');
+    expect(answerForCheck(refused, 'http://localhost').status).toBe(422);
+    expect(creates).toBe(1);
+  });
+
   it('a search-all whose task ended without a completion rule finishes at its timeout with what answered', async () => {
     const check = await newCheck({ discovery: true });
     await step();
