@@ -155,8 +155,10 @@ describe('outcome table', () => {
   it('task FAILED: 502; task CANCELLED: 409', async () => {
     const failed = await submit({ emiratesId: '784-1990-0000010-0' });
     expect(failed.res.status).toBe(502);
+    expect(failed.created()).toBe(1); // a FAILED task gets no second portal session
     const cancelled = await submit({ emiratesId: '784-1990-0000011-1' });
     expect(cancelled.res.status).toBe(409);
+    expect(cancelled.created()).toBe(1);
   });
 
   it('a status never seen before is in flight, not terminal', async () => {

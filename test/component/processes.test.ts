@@ -7,9 +7,10 @@
  *   tenant.
  * The sandbox upstream runs in this test process and counts what it sees.
  */
-import { mkdtempSync } from 'node:fs';
+import { mkdtempSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import type { CoverageEligibilityResponse } from 'fhir/r4.js';
 import pg from 'pg';
 import request from 'supertest';
@@ -23,6 +24,7 @@ import { eligibilityRequest } from '../support/requests.js';
 import { until } from '../support/until.js';
 import { testDatabaseUrl } from '../support/postgres.js';
 
+const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
 const SUBMIT = '/fhir/CoverageEligibilityRequest/$submit';
 const FHIR_JSON = 'application/fhir+json';
 
@@ -91,7 +93,7 @@ async function allAnswered(
 }
 
 describe('npm start defaults', () => {
-  it('with no UPSTREAM_BASE_URL and no TENANTS_FILE: sandbox mode, said loudly; health, metadata and a check work', async () => {
+  it("with no UPSTREAM_BASE_URL and no TENANTS_FILE: sandbox mode, said loudly; health, metadata and the README's first request work", async () => {
     const dir = mkdtempSync(join(tmpdir(), 'fea-sandbox-mode-'));
     const service = await spawnService({
       DATABASE_URL: `sqlite:${join(dir, 'adapter.db')}`,
@@ -104,12 +106,16 @@ describe('npm start defaults', () => {
     const metadata = await request(service.url).get('/fhir/metadata');
     expect(metadata.status).toBe(200);
     expectValidFhir(metadata.body);
+    // The README's first request, as a new user pastes it.
+    const readme = readFileSync(join(ROOT, 'README.md'), 'utf8');
+    const body = /-d '(\{[\s\S]*?\})'\n```/.exec(readme)?.[1];
+    expect(body, "README's first request").toBeDefined();
     const res = await request(service.url)
       .post(SUBMIT)
       .set('Authorization', 'Bearer sandbox')
       .set('Prefer', 'wait=30')
       .set('Content-Type', FHIR_JSON)
-      .send(eligibilityRequest({ emiratesId: '784-1990-0000001-1' }));
+      .send(body ?? '');
     expect(res.status, JSON.stringify(res.body)).toBe(200);
     expectValidFhir(res.body);
     const cer = res.body as CoverageEligibilityResponse;
