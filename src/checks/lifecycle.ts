@@ -18,6 +18,7 @@ import {
   mapEnvelope,
   outcomeRuleFor,
   queuedCer,
+  searchAllCutOffCer,
   stillCheckingCer,
 } from '../mapping/response/index.js';
 import type { Envelope } from '../upstream/envelope.js';
@@ -378,7 +379,7 @@ async function onEnvelope(check: Check, deps: LifecycleDeps, envelope: Envelope)
   if (check.isSearchAll && late && isTerminalStatus(envelope.status) && !isFinished(envelope, true)) {
     // The dispatching task is over but no completion rule held by the timeout: what answered is
     // the answer (completion never promised every payer, upstream-api.md "Search-all status").
-    await finish(check, deps, envelope, { ...envelope, search_all_status: 'SEARCH_ALL_COMPLETE' });
+    await finish(check, deps, envelope, { ...envelope, search_all_status: 'SEARCH_ALL_COMPLETE' }, true);
     return;
   }
   if (!isFinished(envelope, check.isSearchAll)) {
@@ -408,6 +409,7 @@ async function finish(
   deps: LifecycleDeps,
   envelope: Envelope,
   mapped: Envelope,
+  cutOff = false,
 ): Promise<void> {
   const ctx = contextOf(check, deps);
   const now = deps.now();
@@ -431,7 +433,8 @@ async function finish(
     });
     return;
   }
-  const cer = mapEnvelope(mapped, ctx);
+  // Cut off: the outcome of a complete search, the envelope as the upstream sent it.
+  const cer = cutOff ? searchAllCutOffCer(envelope, ctx) : mapEnvelope(mapped, ctx);
   await write(check, deps, {
     state: 'done',
     envelope,

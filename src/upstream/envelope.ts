@@ -282,9 +282,21 @@ export const eligibilityResultSchema = z.looseObject({
 export type EligibilityResult = z.infer<typeof eligibilityResultSchema>;
 
 /** One payer's answer in a search-all task. Fields beyond status/data/created_at are "not shown". */
+/**
+ * One payer's data in a search-all: as strict as a single payer's where it decides (is_eligible
+ * "true" is never read as eligible), but an odd entry costs that payer only, not the whole
+ * search: its is_eligible becomes null (no determination), and data that breaks the schema
+ * elsewhere becomes null (the payer is still listed with its status).
+ */
+const searchAllDataSchema = resultDataSchema
+  .extend({ is_eligible: z.boolean().nullable().optional().catch(null) })
+  .nullable()
+  .optional()
+  .catch(null);
+
 export const searchAllEntrySchema = z.looseObject({
   status: z.string(),
-  data: resultDataSchema.nullable().optional(),
+  data: searchAllDataSchema,
   created_at: str,
   tpa_name: str,
   tpa: str,

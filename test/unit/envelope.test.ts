@@ -206,14 +206,26 @@ describe('envelopeSchema, strict where a wrong guess would mislead', () => {
     ).toBe(false);
   });
 
-  it('rejects is_eligible "true" inside a search-all entry', () => {
+  it('never reads is_eligible "true" inside a search-all entry as eligible; that payer alone is undetermined', () => {
     const name = 'search-all-complete-two-eligible';
-    const index = envelopeSchema
-      .parse(fixture(name))
-      .aggregated_results?.findIndex((r) => r.status === 'found');
+    const good = envelopeSchema.parse(fixture(name));
+    const index = good.aggregated_results?.findIndex((r) => r.status === 'found') ?? -1;
     expect(index).toBeGreaterThanOrEqual(0);
-    const bad = edited(name, [['aggregated_results', index!, 'data', 'is_eligible'], 'true']);
-    expect(envelopeSchema.safeParse(bad).success).toBe(false);
+    const bad = edited(name, [['aggregated_results', index, 'data', 'is_eligible'], 'true']);
+    const parsed = envelopeSchema.safeParse(bad);
+    expect(parsed.success).toBe(true);
+    const entries = parsed.data?.aggregated_results ?? [];
+    expect(entries[index]?.data?.is_eligible).toBeNull();
+    // The other payers' answers are untouched.
+    entries.forEach((entry, i) => {
+      if (i !== index) expect(entry).toEqual(good.aggregated_results?.[i]);
+    });
+    // Data that breaks the schema elsewhere costs that payer's data only.
+    const broken = edited(name, [['aggregated_results', index, 'data', 'copay_analysis'], 'Nil']);
+    const brokenParsed = envelopeSchema.safeParse(broken);
+    expect(brokenParsed.success).toBe(true);
+    expect(brokenParsed.data?.aggregated_results?.[index]?.data).toBeNull();
+    expect(brokenParsed.data?.aggregated_results?.[index]?.status).toBe('found');
   });
 
   it('rejects an envelope without task_id or status', () => {

@@ -347,6 +347,13 @@ describe('lifecycle', () => {
     expectValidFhir(cer);
     expect(cer.outcome).toBe('complete');
     expect(cer.insurance?.filter((i) => i.inforce === true)).toHaveLength(1);
+    // Said plainly, and the upstream's own status is shown as it was sent, not as complete.
+    expect(cer.disposition).toMatch(
+      /^The search had not completed when its task ended and the timeout passed/,
+    );
+    const outcomeExt = cer.extension?.find((e) => e.url.endsWith('upstream-outcome'));
+    const searchAllStatus = outcomeExt?.extension?.find((p) => p.url === 'searchAllStatus')?.valueString;
+    expect(searchAllStatus).toBe('SEARCH_ALL_PROCESSING');
   });
 
   it('a task still in flight long after its timeout is abandoned (504) and frees the slot', async () => {

@@ -824,6 +824,28 @@ describe('search-all', () => {
     expect(part(outcome, 'payersResponded')?.valueUnsignedInt).toBe(4);
   });
 
+  it('a payer that found the member without a determination is named, never counted as no coverage', () => {
+    const base = fixture('search-all-complete');
+    const envelope: Envelope = {
+      ...base,
+      aggregated_results: [
+        { status: 'member_not_found', tpa_name: 'NAS', data: { is_eligible: false } },
+        {
+          status: 'found',
+          tpa_name: 'DAMAN',
+          data: { is_eligible: null, policy_network: { payer_name: 'Daman' } },
+        },
+      ],
+    };
+    const cer = cerOf(envelope);
+    expectValidFhir(cer);
+    expect(cer.outcome).toBe('complete');
+    expect(cer.insurance).toHaveLength(1);
+    expect(cer.insurance?.[0]?.inforce).toBeUndefined();
+    expect(cer.disposition).toContain('Found, but no eligibility determination, at: Daman.');
+    expect(cer.disposition).not.toContain('No matching coverage found');
+  });
+
   it('stays queued while SEARCH_ALL_PROCESSING, listing the payers that already found the member', () => {
     const cer = cerOf(fixture('search-all-processing'));
     expect(cer.outcome).toBe('queued');

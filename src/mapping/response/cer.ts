@@ -27,6 +27,18 @@ export function mapEnvelope(envelope: Envelope, ctx: CerContext): CoverageEligib
   return mapSingle(envelope, ctx, ruleOf(key), key);
 }
 
+const CUT_OFF =
+  'The search had not completed when its task ended and the timeout passed: this is the answer of the payers that responded.';
+
+/**
+ * A search-all whose task is over (PROCESS_COMPLETE) without a completion rule holding, past the
+ * timeout: finished with what answered (completion never promised every payer), saying so. The
+ * envelope is shown as the upstream sent it (search_all_status stays as it was).
+ */
+export function searchAllCutOffCer(envelope: Envelope, ctx: CerContext): CoverageEligibilityResponse {
+  return mapSearchAll(envelope, ctx, ruleOf('search_all_complete'), CUT_OFF);
+}
+
 /**
  * Past the check's timeout and still running (upstream-api.md, Polling rules 4): queued, saying
  * so; a search-all lists the payers that already answered.

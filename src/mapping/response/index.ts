@@ -3,7 +3,7 @@
  * outcome table, stable document ids and the conformance resources the CERs use.
  * Pure functions, no I/O beyond loading the mapping tables once. See docs/response-mapping.md.
  */
-export { adapterErrorCer, mapEnvelope, queuedCer, stillCheckingCer } from './cer.js';
+export { adapterErrorCer, mapEnvelope, queuedCer, searchAllCutOffCer, stillCheckingCer } from './cer.js';
 export { outcomeRuleFor, submitOutcome } from './outcome-rules.js';
 export type { OutcomeRule } from './outcome-rules.js';
 export { binaryId, parseBinaryId, resolveBinary } from './binary.js';

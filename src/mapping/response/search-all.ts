@@ -64,10 +64,11 @@ function summary(answers: Answer[], complete: boolean): string[] {
   const found = answers.filter((a) => a.found);
   const eligible = found.filter((a) => a.entry.data?.is_eligible === true);
   const notEligible = found.filter((a) => a.entry.data?.is_eligible === false);
+  const undetermined = found.filter((a) => typeof a.entry.data?.is_eligible !== 'boolean');
   const sentences: string[] = [];
   if (!complete) {
     sentences.push(`${plural(answers.length, 'payer')} answered so far; ${found.length} found the member.`);
-  } else if (eligible.length === 0) {
+  } else if (eligible.length === 0 && undetermined.length === 0) {
     sentences.push(
       `No matching coverage found in the payers that responded (${plural(answers.length, 'payer')}).`,
     );
@@ -84,6 +85,11 @@ function summary(answers: Answer[], complete: boolean): string[] {
       return reason ? `${a.name} (${reason})` : a.name;
     });
     sentences.push(`Found but not eligible at: ${list.join('; ')}.`);
+  }
+  if (undetermined.length > 0) {
+    sentences.push(
+      `Found, but no eligibility determination, at: ${undetermined.map((a) => a.name).join('; ')}. Nothing is assumed: check that payer at its portal.`,
+    );
   }
   for (const a of found) {
     const statement = a.entry.data ? multiCardStatement(a.entry.data) : undefined;
