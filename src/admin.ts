@@ -7,7 +7,7 @@
  *
  * Reads DATABASE_URL like the service. Every reset writes an audit log line.
  */
-import { guardPayer } from './checks/store.js';
+import { guardPayer, safeLabel } from './checks/store.js';
 import type { CheckStore } from './checks/store.js';
 import type { Logger } from './log.js';
 
@@ -47,7 +47,7 @@ export async function runAdmin(store: CheckStore, args: string[], io: AdminIo): 
       const now = io.now();
       for (const check of await store.listOverdue(now)) {
         io.out(
-          `${check.tenantId}\t${check.id}\t${check.state}\t${check.upstreamStatus ?? '-'}\tdeadline ${new Date(check.deadlineAt).toISOString()}`,
+          `${check.tenantId}\t${check.id}\t${check.state}\t${safeLabel(check.upstreamStatus)}\tdeadline ${new Date(check.deadlineAt).toISOString()}`,
         );
       }
       return 0;

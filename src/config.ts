@@ -144,7 +144,9 @@ function loadTenants(file: string, env: NodeJS.ProcessEnv): Tenant[] {
   try {
     raw = JSON.parse(readFileSync(file, 'utf8'));
   } catch (error) {
-    throw new ConfigError(`TENANTS_FILE: cannot read ${file} as JSON (${(error as Error).message})`);
+    // Not the parser's message: it quotes the text around the error, which may be a key.
+    const reason = (error as NodeJS.ErrnoException).code ?? 'not valid JSON';
+    throw new ConfigError(`TENANTS_FILE: cannot read ${file} as JSON (${reason})`);
   }
   const parsed = tenantsSchema(env).safeParse(raw);
   if (!parsed.success) throw new ConfigError(describe(parsed.error, 'TENANTS_FILE'));

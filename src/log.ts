@@ -38,6 +38,12 @@ const SENSITIVE_KEYS = new Set(
     'telecom',
     'dob',
     'birthdate',
+    'dateofbirth',
+    'mobile',
+    'email',
+    'firstname',
+    'lastname',
+    'fullname',
     'policy_holder_dob',
     'identifier',
     'apikey',
@@ -52,12 +58,19 @@ const SENSITIVE_KEYS = new Set(
   ].map((k) => k.replace(/[_-]/g, '')),
 );
 
-/** Shapes scrubbed from every string: Emirates ID, long digit runs (cards, phones), bare dates. */
+/**
+ * Shapes scrubbed from every string: Emirates ID (dashes, dots or spaces), runs of seven or more
+ * digits with single separators (cards, phones: "0501234567", "(050) 123 4567", "+971 50
+ * 1234567", a card followed by ":" or a letter), dotted phone numbers, and dates of any common
+ * order (1990-01-01, 1990/1/1, 01/01/1990, 1.1.1990). An ISO timestamp (a date followed by
+ * "T" and the time) is kept: it is when something happened, not a birth date.
+ */
 const SENSITIVE_PATTERNS: RegExp[] = [
-  /784[-\s]?\d{4}[-\s]?\d{7}[-\s]?\d/g,
-  /(?<!\d)\+?\d[\d\s-]{6,}\d(?![\dT:-])/g,
-  /\b\d{4}-\d{2}-\d{2}(?!T)\b/g,
-  /\b\d{2}[/-]\d{2}[/-]\d{4}\b/g,
+  /784[-.\s]?\d{4}[-.\s]?\d{7}[-.\s]?\d/g,
+  /(?<![\dA-Za-z])\+?(?:\(\d{1,4}\)\s?)?\d(?:[\s-]?\d){6,}(?!\d|T\d)/g,
+  /(?<![\d.])\+?\d{2,4}\.\d{2,4}\.\d{3,8}(?:\.\d{1,4})?(?![\d.])/g,
+  /\b\d{4}[-/.]\d{1,2}[-/.]\d{1,2}(?!T|\d)/g,
+  /\b\d{1,2}[-/.]\d{1,2}[-/.](?:\d{4}|\d{2})\b/g,
 ];
 
 function isSensitiveKey(key: string): boolean {

@@ -25,7 +25,7 @@ import type { Envelope } from '../upstream/envelope.js';
 import { envelopeSchema, isTerminalStatus } from '../upstream/envelope.js';
 import { adapterError } from './adapter-errors.js';
 import type { AdapterErrorCode } from './adapter-errors.js';
-import { guardPayer } from './store.js';
+import { guardPayer, safeLabel } from './store.js';
 import type { Check, CheckPatch, CheckStore } from './store.js';
 import { describeFailure } from './upstream-port.js';
 import type { UpstreamFailure, UpstreamPort } from './upstream-port.js';
@@ -386,7 +386,7 @@ async function onEnvelope(check: Check, deps: LifecycleDeps, envelope: Envelope)
     if (now >= abandonAt(check, deps)) {
       deps.logger.warn('check abandoned long after its timeout', {
         checkId: check.id,
-        status: envelope.status,
+        status: safeLabel(envelope.status),
       });
       await finishWithAdapterError(check, deps, 'abandoned');
       return;
@@ -480,6 +480,8 @@ async function openSearchAllGuards(check: Check, deps: LifecycleDeps, envelope: 
           ? 'backoff'
           : undefined;
     const payer = entry.tpa_name ?? entry.tpa ?? entry.data?.adjusted_tpa_name;
-    if (kind && payer?.trim()) await openGuard(check, deps, kind, envelope, payer);
+    // A payer code (guard key, log field, admin column), never free text.
+    if (kind && payer && safeLabel(payer.trim()) !== 'other')
+      await openGuard(check, deps, kind, envelope, payer);
   }
 }

@@ -127,6 +127,15 @@ export function guardPayer(code: string): string {
   return code.trim().toUpperCase();
 }
 
+/**
+ * An upstream label (a task status, a payer code) as it may be logged or printed: upper-case
+ * words only; anything else, which could be free text carrying patient data, is "other".
+ */
+export function safeLabel(value: string | null | undefined): string {
+  if (value === null || value === undefined) return '-';
+  return /^[A-Za-z][A-Za-z0-9_]{0,39}$/.test(value) ? value : 'other';
+}
+
 export interface Guard {
   tenantId: string;
   payerCode: string;

@@ -8,9 +8,14 @@ import { hashApiKey } from '../config.js';
 import type { Logger } from '../log.js';
 import { unauthorized } from '../fhir/outcomes.js';
 
-const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
+/**
+ * A client's X-Request-Id goes into every log line of its request, so only opaque tokens are
+ * taken: letters, digits, "-" and "_", at most 64, with at least one digit (a UUID, "req-123");
+ * text such as "ali-hassan" or "0501234567:visit" is replaced by a generated id.
+ */
+const REQUEST_ID = /^(?=[^0-9]*[0-9])[A-Za-z0-9_-]{1,64}$/;
 
-/** Takes X-Request-Id when it is sane, else generates one; echoes it back. */
+/** Takes X-Request-Id when it is an opaque token, else generates one; echoes it back. */
 export const requestId: RequestHandler = (req, res, next) => {
   const given = req.header('x-request-id');
   const id = given && REQUEST_ID.test(given) ? given : randomUUID();

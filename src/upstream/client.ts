@@ -174,7 +174,8 @@ export class UpstreamClient implements UpstreamPort {
       const kept = truncateUtf8(scrub(text, creds?.apiKey), MAX_ERROR_BODY_BYTES);
       return { ok: false, error: { kind: 'http', status, body: kept } };
     }
-    return parseBody(text, schema);
+    // A 2xx body may echo the key too (an error message quoting it): it never reaches a CER or a log.
+    return parseBody(scrub(text, creds?.apiKey), schema);
   }
 }
 

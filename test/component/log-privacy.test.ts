@@ -253,6 +253,11 @@ describe('log privacy', () => {
     const replaced = String(insane.headers['x-request-id']);
     expect(replaced).not.toContain('<script>');
     expect(replaced).toMatch(/^[0-9a-f-]{36}$/);
+    // Text that is not an opaque token (a name, a phone number with a suffix) is replaced too.
+    for (const text of ['ali-hassan', '0501234567:visit', 'ali.hassan.1980']) {
+      const res = await request(h.url).get('/fhir/metadata').set('X-Request-Id', text);
+      expect(String(res.headers['x-request-id'])).toMatch(/^[0-9a-f-]{36}$/);
+    }
 
     const line = await until(
       () => requestLines(h.logs).find((l) => l.requestId === id),
@@ -263,6 +268,7 @@ describe('log privacy', () => {
     await until(() => requestLines(h.logs).find((l) => l.requestId === 'privacy-req-42'), 5000, 'given id');
     await until(() => requestLines(h.logs).find((l) => l.requestId === replaced), 5000, 'replaced id');
     expect(h.logs.join('\n')).not.toContain('<script>');
+    expect(h.logs.join('\n')).not.toMatch(/ali-hassan|0501234567|ali\.hassan/);
 
     const lines = requestLines(h.logs);
     expect(lines.length).toBeGreaterThan(10);

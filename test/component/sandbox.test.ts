@@ -636,6 +636,32 @@ describe('UpstreamClient: requests and typed failures', () => {
     }
   });
 
+  it('scrubs the API key from a 2xx answer that echoes it (an error message quoting it never reaches a CER)', async () => {
+    const envelope = {
+      task_id: 't-1',
+      status: 'PROCESS_COMPLETE',
+      eligibility_result: {
+        status: 'invalid_credentials',
+        message: `key ${API_KEY} rejected for clinic C-001`,
+      },
+    };
+    const rec = await recordingServer((res) =>
+      res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify(envelope)),
+    );
+    const c = new UpstreamClient({ baseUrl: rec.url });
+    try {
+      const result = await c.getResult(CREDS, 't-1');
+      expect(result.ok).toBe(true);
+      expect(JSON.stringify(result)).not.toContain(API_KEY);
+      expect(result.ok && result.value.eligibility_result?.message).toBe(
+        'key [redacted] rejected for clinic C-001',
+      );
+    } finally {
+      await c.close();
+      await closeServer(rec.server);
+    }
+  });
+
   it.each([
     ['not JSON', 'this is not json'],
     ['JSON failing the envelope schema', '{"status":"PROCESS_COMPLETE"}'],

@@ -17,6 +17,14 @@ describe('log redaction', () => {
     ['a card number', 'card 1234567890123456'],
     ['a date of birth', 'dob 1990-01-31'],
     ['a slashed date', 'born 31/01/1990'],
+    ['an Emirates ID with dots', 'id 784.1990.1234567.1'],
+    ['a card number followed by a colon', 'member 1234567890123456: not found'],
+    ['a phone number with parentheses', 'tel (050) 1234567'],
+    ['a dotted phone number', 'tel 050.123.4567'],
+    ['a phone number followed by a colon', 'tel 0501234567:visit'],
+    ['a dotted date', 'born 12.05.1990'],
+    ['a short slashed date', 'born 5/3/1990'],
+    ['a year-first slashed date', 'born 1990/05/12'],
   ])('scrubs %s from free text', (_what, text) => {
     const scrubbed = scrubString(text);
     expect(scrubbed).toContain('[redacted]');
@@ -29,10 +37,13 @@ describe('log redaction', () => {
     expect(scrubString(`${id} 784-1990-1234567-1`)).toContain('[redacted]');
   });
 
-  it('keeps ISO timestamps and short numbers readable', () => {
-    expect(scrubString('at 2026-11-22T10:00:00Z status 502 after 3 tries')).toBe(
+  it('keeps ISO timestamps, addresses, versions and short numbers readable', () => {
+    for (const text of [
       'at 2026-11-22T10:00:00Z status 502 after 3 tries',
-    );
+      'listening on http://127.0.0.1:8080 (v1.2.3), 1234 ms',
+      'updated 2026-11-22T10:00:00.000Z',
+    ])
+      expect(scrubString(text)).toBe(text);
   });
 
   it('replaces values under patient-data and secret keys at any depth', () => {

@@ -46,6 +46,17 @@ interface Target {
   version?: string;
 }
 
+function withoutUserinfo(url: string): string {
+  try {
+    const parsed = new URL(url);
+    parsed.username = '';
+    parsed.password = '';
+    return parsed.toString().replace(/\/$/, '');
+  } catch {
+    return 'the EHR server';
+  }
+}
+
 /** `Type/id[/_history/v]`, relative or absolute under `base`; anything else is not allowed. */
 export function parseLiteralReference(reference: string, base: string): Target {
   const relative = reference.startsWith(`${base}/`) ? reference.slice(base.length + 1) : reference;
@@ -54,7 +65,8 @@ export function parseLiteralReference(reference: string, base: string): Target {
     throw new ReferenceResolutionError(
       'not-allowed',
       reference,
-      `Only Type/id references or URLs under ${base} are looked up`,
+      // The server's origin and path only: a user:password part of the URL never reaches an answer.
+      `Only Type/id references or URLs under ${withoutUserinfo(base)} are looked up`,
     );
   return { resourceType: match[1], id: match[2], ...(match[3] ? { version: match[3] } : {}) };
 }
