@@ -164,6 +164,8 @@ export async function startServer(
       upstream,
       submitRatePerMinute: config.submitRatePerMinute,
       pollIntervalMs: config.pollIntervalMs,
+      documentOrigins: [new URL(upstreamUrl).origin],
+      logger,
       submit: {
         checks,
         baseUrl,

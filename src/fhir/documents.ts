@@ -15,7 +15,10 @@ import type { FhirRequest } from './types.js';
 
 export interface FreshLink {
   url: string;
+  /** The download name: the portal's file name (with its extension), else its label. */
   filename?: string;
+  /** From the file name, for a document store that answers without a useful Content-Type. */
+  contentType?: string;
 }
 
 /**
@@ -57,6 +60,16 @@ export async function freshDocumentLink(
   if (!check?.upstreamTaskId) throw missing;
   const result = await freshResult(upstream, req.tenant, check.upstreamTaskId);
   if (!result.ok) {
+    const { error } = result;
+    if (error.kind === 'http' && error.status === 404)
+      throw notFound(`Binary/${id}: the eligibility service no longer has the task it belongs to`);
+    if (error.kind === 'http' && (error.status === 401 || error.status === 403)) {
+      // Not a moment's trouble: retrying will not help until the clinic's upstream key is fixed.
+      throw new OperationOutcomeError(
+        outcome('security', 'The eligibility service refused the clinic credentials for this document.'),
+        502,
+      );
+    }
     throw new OperationOutcomeError(
       outcome(
         'transient',
@@ -68,5 +81,10 @@ export async function freshDocumentLink(
   }
   const link = resolveBinary(result.value, parsed);
   if (!link) throw missing;
-  return { url: link.url, ...(link.title ? { filename: link.title } : {}) };
+  const filename = link.filename ?? link.title;
+  return {
+    url: link.url,
+    ...(filename ? { filename } : {}),
+    ...(link.contentType ? { contentType: link.contentType } : {}),
+  };
 }

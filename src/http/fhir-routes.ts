@@ -2,6 +2,7 @@
  * The FHIR routes: each translates an express request into a FhirRequest, calls the FHIR core,
  * and writes the FhirAnswer. No domain logic here.
  */
+import type { Logger } from '../log.js';
 import { pipeline } from 'node:stream/promises';
 import type { Request, RequestHandler, Response, Router } from 'express';
 import { request as httpRequest } from 'undici';
@@ -26,6 +27,24 @@ export interface FhirRouteDeps {
   pollIntervalMs: number;
   upstream: UpstreamPort;
   submitRatePerMinute: number;
+  /**
+   * Where document links may point besides any https URL: the upstream's own origin (the sandbox
+   * serves its files over http). Anything else is refused, so a wrong or hostile upstream answer
+   * cannot make the adapter fetch an internal address for a client.
+   */
+  documentOrigins?: readonly string[];
+  logger?: Logger;
+}
+
+const GENERIC_TYPES = new Set(['application/octet-stream', 'binary/octet-stream']);
+
+function allowedDocumentUrl(url: string, origins: readonly string[]): boolean {
+  try {
+    const parsed = new URL(url);
+    return parsed.protocol === 'https:' || origins.includes(parsed.origin);
+  } catch {
+    return false;
+  }
 }
 
 /** Builds the FhirRequest of an express request (after authentication). */
@@ -94,6 +113,10 @@ async function streamDocument(req: Request, res: Response, deps: FhirRouteDeps):
     502,
     { 'Retry-After': '30' },
   );
+  if (!allowedDocumentUrl(link.url, deps.documentOrigins ?? [])) {
+    deps.logger?.warn('document link refused: not https and not the upstream origin');
+    throw unavailable;
+  }
   let upstream: Awaited<ReturnType<typeof httpRequest>>;
   try {
     upstream = await httpRequest(link.url, { method: 'GET', headersTimeout: 15_000, bodyTimeout: 30_000 });
@@ -104,9 +127,13 @@ async function streamDocument(req: Request, res: Response, deps: FhirRouteDeps):
     await upstream.body.dump();
     throw unavailable;
   }
-  const type = upstream.headers['content-type'];
+  const given = upstream.headers['content-type'];
+  const type =
+    typeof given === 'string' && !GENERIC_TYPES.has(given.split(';')[0]?.trim().toLowerCase() ?? '')
+      ? given
+      : (link.contentType ?? 'application/octet-stream');
   res.status(200);
-  res.setHeader('Content-Type', typeof type === 'string' ? type : 'application/octet-stream');
+  res.setHeader('Content-Type', type);
   res.setHeader('Cache-Control', 'private, no-store');
   if (link.filename) res.setHeader('Content-Disposition', contentDisposition(link.filename));
   await pipeline(upstream.body, res);

@@ -93,13 +93,19 @@ export function contentTypeOf(name: string | null | undefined): string | undefin
 export function resolveBinary(
   envelope: Envelope,
   ref: BinaryRef,
-): { url: string; contentType?: string; title?: string } | null {
+): { url: string; contentType?: string; title?: string; filename?: string } | null {
   if (ref.kind === 'document') {
     const doc = documentsOf(envelope)[ref.index ?? -1];
     if (!doc) return null;
     const contentType = contentTypeOf(doc.original_filename) ?? contentTypeOf(doc.s3_url);
     const title = doc.tag ?? doc.original_filename ?? undefined;
-    return { url: doc.s3_url, ...(contentType ? { contentType } : {}), ...(title ? { title } : {}) };
+    const filename = doc.original_filename ?? undefined;
+    return {
+      url: doc.s3_url,
+      ...(contentType ? { contentType } : {}),
+      ...(title ? { title } : {}),
+      ...(filename ? { filename } : {}),
+    };
   }
   const url =
     ref.index === undefined
