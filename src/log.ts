@@ -68,9 +68,12 @@ const SENSITIVE_KEYS = new Set(
 const SENSITIVE_PATTERNS: RegExp[] = [
   /784[-.\s]?\d{4}[-.\s]?\d{7}[-.\s]?\d/g,
   /(?<![\dA-Za-z])\+?(?:\(\d{1,4}\)\s?)?\d(?:[\s-]?\d){6,}(?!\d|T\d)/g,
-  /(?<![\d.])\+?\d{2,4}\.\d{2,4}\.\d{3,8}(?:\.\d{1,4})?(?![\d.])/g,
-  /\b\d{4}[-/.]\d{1,2}[-/.]\d{1,2}(?!T|\d)/g,
-  /\b\d{1,2}[-/.]\d{1,2}[-/.](?:\d{4}|\d{2})\b/g,
+  // Dotted phones end in a group of four or more digits; an IPv4 address or a version does not.
+  /(?<![\d.])\+?\d{2,4}(?:\.\d{2,4}){1,2}\.\d{4,8}(?![\d.])/g,
+  /(?<![\d.])\d{4}[-/.]\d{1,2}[-/.]\d{1,2}(?![\d.]|T\d)/g,
+  /(?<![\d.])\d{1,2}[-/]\d{1,2}[-/](?:\d{4}|\d{2})(?![\d/-])/g,
+  // Day.month.year only with a four-digit year (10.0.0.12 is an address, not a date).
+  /(?<![\d.])\d{1,2}\.\d{1,2}\.\d{4}(?![\d.])/g,
 ];
 
 function isSensitiveKey(key: string): boolean {

@@ -343,10 +343,13 @@ export class PostgresStore implements CheckStore {
   }
 
   async getGuard(tenantId: string, payerCode: string): Promise<Guard | null> {
-    const [row] = await this.rows('SELECT * FROM payer_guards WHERE tenant_id = $1 AND payer_code = $2', [
-      tenantId,
-      payerCode,
-    ]);
+    // Compared as guardPayer() writes them, so rows stored before it (as the client spelled the
+    // code) still count; a credentials guard first.
+    const [row] = await this.rows(
+      `SELECT * FROM payer_guards WHERE tenant_id = $1 AND UPPER(TRIM(payer_code)) = UPPER(TRIM($2))
+       ORDER BY (kind = 'credentials') DESC LIMIT 1`,
+      [tenantId, payerCode],
+    );
     return row ? rowToGuard(row) : null;
   }
 
@@ -356,14 +359,16 @@ export class PostgresStore implements CheckStore {
        VALUES ($1, $2, $3, $4, $5, $6)
        ON CONFLICT (tenant_id, payer_code) DO UPDATE SET
          kind = excluded.kind, until_at = excluded.until_at,
-         reason = excluded.reason, opened_at = excluded.opened_at`,
+         reason = excluded.reason, opened_at = excluded.opened_at
+       -- A credentials guard (open until an operator resets it) is never turned into a timed one.
+       WHERE payer_guards.kind <> 'credentials' OR excluded.kind = 'credentials'`,
       [guard.tenantId, guard.payerCode, guard.kind, guard.until, guard.reason, guard.openedAt],
     );
   }
 
   async deleteGuard(tenantId: string, payerCode: string): Promise<boolean> {
     const result = await this.pool.query(
-      'DELETE FROM payer_guards WHERE tenant_id = $1 AND payer_code = $2',
+      'DELETE FROM payer_guards WHERE tenant_id = $1 AND UPPER(TRIM(payer_code)) = UPPER(TRIM($2))',
       [tenantId, payerCode],
     );
     return (result.rowCount ?? 0) > 0;

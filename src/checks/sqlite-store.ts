@@ -360,10 +360,13 @@ export class SqliteStore implements CheckStore {
 
   getGuard(tenantId: string, payerCode: string): Promise<Guard | null> {
     return run(() => {
-      const row = this.row('SELECT * FROM payer_guards WHERE tenant_id = ? AND payer_code = ?', [
-        tenantId,
-        payerCode,
-      ]);
+      // Compared as guardPayer() writes them, so rows stored before it (as the client spelled the
+      // code) still count; a credentials guard first.
+      const row = this.row(
+        `SELECT * FROM payer_guards WHERE tenant_id = ? AND UPPER(TRIM(payer_code)) = UPPER(TRIM(?))
+         ORDER BY (kind = 'credentials') DESC LIMIT 1`,
+        [tenantId, payerCode],
+      );
       return row ? rowToGuard(row) : null;
     });
   }
@@ -375,7 +378,9 @@ export class SqliteStore implements CheckStore {
            VALUES (?, ?, ?, ?, ?, ?)
            ON CONFLICT (tenant_id, payer_code) DO UPDATE SET
              kind = excluded.kind, until_at = excluded.until_at,
-             reason = excluded.reason, opened_at = excluded.opened_at`,
+             reason = excluded.reason, opened_at = excluded.opened_at
+           -- A credentials guard (open until an operator resets it) is never turned into a timed one.
+           WHERE payer_guards.kind <> 'credentials' OR excluded.kind = 'credentials'`,
       ).run(guard.tenantId, guard.payerCode, guard.kind, guard.until, guard.reason, guard.openedAt);
     });
   }
@@ -383,10 +388,9 @@ export class SqliteStore implements CheckStore {
   deleteGuard(tenantId: string, payerCode: string): Promise<boolean> {
     return run(
       () =>
-        this.statement('DELETE FROM payer_guards WHERE tenant_id = ? AND payer_code = ?').run(
-          tenantId,
-          payerCode,
-        ).changes > 0,
+        this.statement(
+          'DELETE FROM payer_guards WHERE tenant_id = ? AND UPPER(TRIM(payer_code)) = UPPER(TRIM(?))',
+        ).run(tenantId, payerCode).changes > 0,
     );
   }
 

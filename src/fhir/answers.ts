@@ -63,8 +63,10 @@ export function answerForCheck(check: Check, baseUrl: string, retryAfterSeconds?
   }
   const adapter = adapterAnswer(check.cer);
   if (adapter) {
-    // A guard's answer: until the guard closes when the caller knows it, else five minutes.
-    if (adapter.status === 503) headers['Retry-After'] = String(retryAfterSeconds ?? 300);
+    // A guard's answer: Retry-After until the guard closes. Once it has closed, none: this check
+    // (this request identifier) stays refused, and a new identifier is what starts a new check.
+    if (adapter.status === 503 && retryAfterSeconds !== undefined)
+      headers['Retry-After'] = String(retryAfterSeconds);
     return { status: adapter.status, body: adapter.body, headers };
   }
   return { status: 200, body: check.cer, headers };

@@ -48,6 +48,9 @@ const looseNumber = z
   .nullable()
   .optional()
   .catch((ctx) => asText(ctx.input));
+/** A number or a numeric string, strictly: a field that decides an outcome. */
+const strictLooseNumber = z.union([z.number(), z.string()]).nullable().optional();
+
 /**
  * A text field. Types beyond the document's shapes are "not shown" upstream: a number or a
  * boolean where text was expected is kept as its text (sponsor_id 12345, is_gatekeeper false),
@@ -245,8 +248,10 @@ export const resultDataSchema = z.looseObject({
   screenshot_key: str,
   referral_documents: z.array(documentEntrySchema).nullable().optional(),
   warning_messages: z.array(warningEntrySchema).nullable().optional(),
-  card_index: looseNumber,
-  multi_card_total: looseNumber,
+  // Strict (no text fallback): a multi_card_total that cannot be read must not make a
+  // several-card member look like a one-card answer (outcome complete instead of partial).
+  card_index: strictLooseNumber,
+  multi_card_total: strictLooseNumber,
   card_number: str,
   package_name: str,
   card_network: str,
@@ -342,7 +347,8 @@ export const envelopeSchema = z.looseObject({
   request_dump: requestDumpSchema.nullable().optional(),
   interim_results: interimResultsSchema.nullable().optional(),
   is_search_all: z.boolean().nullable().optional(),
-  search_all_status: str,
+  // Decides whether this is a search-all: a string or nothing, never text made of another type.
+  search_all_status: z.string().nullable().optional(),
   created_by_user_id: str,
   eligibility_result: eligibilityResultSchema.nullable().optional(),
   aggregated_results: z.array(searchAllEntrySchema).nullable().optional(),

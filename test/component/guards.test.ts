@@ -97,12 +97,34 @@ describe('payer guards with every slot taken', () => {
 
     const before = { ...counts };
     const started = Date.now();
-    const guarded = await submit({ emiratesId: '784-1990-0000001-1', payer: 'METLIFE' }, {}, h.authB);
+    const guarded = await submit(
+      { emiratesId: '784-1990-0000001-1', payer: 'METLIFE', identifier: 'guarded-visit-1' },
+      {},
+      h.authB,
+    );
     expect(guarded.status).toBe(503);
     expect(Date.now() - started).toBeLessThan(2000);
     const retryAfter = Number(guarded.headers['retry-after']);
     expect(retryAfter).toBeGreaterThan(800);
     expect(retryAfter).toBeLessThanOrEqual(900);
     expect(counts.create).toBe(before.create);
+
+    // The guard ends (here: reset). The same request identifier is the same check, still refused,
+    // but no Retry-After invites a retry that would only replay it; a new identifier is a new check.
+    await h.server.store.deleteGuard('clinic-b', 'METLIFE');
+    const replay = await submit(
+      { emiratesId: '784-1990-0000001-1', payer: 'METLIFE', identifier: 'guarded-visit-1' },
+      {},
+      h.authB,
+    );
+    expect(replay.status).toBe(503);
+    expect(replay.headers['retry-after']).toBeUndefined();
+    const fresh = await submit(
+      { emiratesId: '784-1990-0000001-1', payer: 'METLIFE', identifier: 'guarded-visit-2' },
+      { Prefer: 'wait=0' },
+      h.authB,
+    );
+    expect(fresh.status).toBe(200);
+    expect((fresh.body as CoverageEligibilityResponse).outcome).toBe('queued');
   });
 });

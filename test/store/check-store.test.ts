@@ -673,21 +673,37 @@ describe.each([sqliteBackend(), postgresBackend()])('CheckStore on $name', (back
     expect(await store.getGuard('tenant-a', 'NAS')).toBeNull();
     expect(await store.listGuards()).toEqual([credentials, backoff]);
 
-    const replaced = {
+    // A credentials guard is never turned into a timed backoff (it would end, and the next check
+    // would log in with the bad credentials again); a backoff guard is replaced, by either kind.
+    const downgrade = {
       ...credentials,
       kind: 'backoff' as const,
       until: T0 + 5,
       reason: 'again',
       openedAt: T0 + 1,
     };
-    await store.putGuard(replaced);
-    expect(await store.getGuard('tenant-a', 'DAMAN')).toEqual(replaced);
+    await store.putGuard(downgrade);
+    expect(await store.getGuard('tenant-a', 'DAMAN')).toEqual(credentials);
+    const renewed = { ...backoff, until: T0 + 1_800_000, reason: 'backoff again', openedAt: T0 + 2 };
+    await store.putGuard(renewed);
+    expect(await store.getGuard('tenant-b', 'DAMAN')).toEqual(renewed);
+    const upgraded = { ...credentials, tenantId: 'tenant-b', openedAt: T0 + 3 };
+    await store.putGuard(upgraded);
+    expect(await store.getGuard('tenant-b', 'DAMAN')).toEqual(upgraded);
+    await store.putGuard(backoff);
     expect(await store.listGuards()).toHaveLength(2);
+
+    // A row stored as the client spelled the code (before codes were upper-cased) still counts.
+    const legacy = { ...credentials, payerCode: 'Nas ' };
+    await store.putGuard(legacy);
+    expect(await store.getGuard('tenant-a', 'NAS')).toEqual(legacy);
+    expect(await store.deleteGuard('tenant-a', 'NAS')).toBe(true);
+    expect(await store.getGuard('tenant-a', 'NAS')).toBeNull();
 
     expect(await store.deleteGuard('tenant-a', 'DAMAN')).toBe(true);
     expect(await store.deleteGuard('tenant-a', 'DAMAN')).toBe(false);
     expect(await store.getGuard('tenant-a', 'DAMAN')).toBeNull();
-    expect(await store.listGuards()).toEqual([backoff]);
+    expect(await store.listGuards()).toEqual([upgraded]);
   });
 
   it('listOverdue returns unfinished checks past their deadline, oldest first', async () => {

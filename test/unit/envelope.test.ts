@@ -137,6 +137,20 @@ describe('envelopeSchema, tolerant where the upstream varies', () => {
     ).toBe(false);
   });
 
+  it('stays strict where leniency would change the outcome: search_all_status, multi_card_total, card_index', () => {
+    // Text made of another type would turn a single-payer answer into a search-all, or hide that
+    // the member holds several cards (partial) behind a one-card answer (complete).
+    for (const [path, value] of [
+      [['search_all_status'], false],
+      [[...DATA, 'multi_card_total'], [3]],
+      [[...DATA, 'card_index'], true],
+    ] as [Path, unknown][]) {
+      expect(envelopeSchema.safeParse(edited('multi-card', [path, value])).success, path.join('.')).toBe(
+        false,
+      );
+    }
+  });
+
   it('accepts string numbers for card_index, multi_card_total and total_tpas_checked', () => {
     const card = edited('multi-card', [[...DATA, 'card_index'], '2'], [[...DATA, 'multi_card_total'], '3']);
     expect(envelopeSchema.safeParse(card).success).toBe(true);

@@ -42,6 +42,8 @@ describe('log redaction', () => {
       'at 2026-11-22T10:00:00Z status 502 after 3 tries',
       'listening on http://127.0.0.1:8080 (v1.2.3), 1234 ms',
       'updated 2026-11-22T10:00:00.000Z',
+      'listening on http://10.0.0.12:8080 and http://192.168.100.200:8080',
+      'connect ECONNREFUSED 10.1.2.34:5432 (version 10.20.300)',
     ])
       expect(scrubString(text)).toBe(text);
   });

@@ -126,7 +126,7 @@ export function isSearchAllEnvelope(envelope: Envelope): boolean {
   return (
     envelope.is_search_all === true ||
     Array.isArray(envelope.aggregated_results) ||
-    !!envelope.search_all_status
+    (envelope.search_all_status ?? '').startsWith('SEARCH_ALL_')
   );
 }
 
