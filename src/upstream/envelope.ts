@@ -31,10 +31,14 @@ export const KNOWN_OUTCOMES = [
 ] as const;
 export type KnownOutcome = (typeof KNOWN_OUTCOMES)[number];
 
-/** What an odd value said, as text (JSON for objects and lists); undefined when it says nothing. */
+/**
+ * What an odd value said, as text: a number or boolean as itself ("12345", "false"), an object or
+ * a list as JSON; undefined when it says nothing.
+ */
 function asText(value: unknown): string | undefined {
   if (value === undefined || value === null) return undefined;
   if (typeof value === 'string') return value;
+  if (typeof value === 'number' || typeof value === 'boolean') return String(value);
   try {
     return JSON.stringify(value);
   } catch {
@@ -58,14 +62,11 @@ const strictLooseNumber = z.union([z.number(), z.string()]).nullable().optional(
  * answer (its eligibility and copays) and nothing it said is dropped silently. Strict where a
  * wrong guess would mislead: is_eligible, the statuses, task_id.
  */
-const str = z.preprocess(
-  (value) => (typeof value === 'number' || typeof value === 'boolean' ? String(value) : value),
-  z
-    .string()
-    .nullable()
-    .optional()
-    .catch((ctx) => asText(ctx.input)),
-);
+const str = z
+  .string()
+  .nullable()
+  .optional()
+  .catch((ctx) => asText(ctx.input));
 
 export const documentEntrySchema = z.looseObject({
   s3_url: z.string(),
