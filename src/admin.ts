@@ -7,9 +7,9 @@
  *
  * Reads DATABASE_URL like the service. Every reset writes an audit log line.
  */
-import { guardPayer, safeLabel } from './checks/store.js';
 import type { CheckStore } from './checks/store.js';
 import type { Logger } from './log.js';
+import { safeLabel } from './log.js';
 
 export interface AdminIo {
   out: (line: string) => void;
@@ -36,7 +36,7 @@ export async function runAdmin(store: CheckStore, args: string[], io: AdminIo): 
         io.out('usage: reset-guard <tenant> <payer>');
         return 2;
       }
-      const removed = await store.deleteGuard(tenantId, guardPayer(payerCode));
+      const removed = await store.deleteGuard(tenantId, payerCode);
       io.logger.warn('audit: payer guard reset by operator', { tenantId, payerCode, removed });
       io.out(
         removed ? `guard removed for ${tenantId} ${payerCode}` : `no guard for ${tenantId} ${payerCode}`,

@@ -76,6 +76,15 @@ const SENSITIVE_PATTERNS: RegExp[] = [
   /(?<![\d.])\d{1,2}\.\d{1,2}\.\d{4}(?![\d.])/g,
 ];
 
+/**
+ * An upstream label (a task status, a payer code) as it may be logged or printed: a plain word;
+ * anything else, which could be free text carrying patient data, is "other".
+ */
+export function safeLabel(value: string | null | undefined): string {
+  if (value === null || value === undefined) return '-';
+  return /^[A-Za-z][A-Za-z0-9_]{0,39}$/.test(value) ? value : 'other';
+}
+
 function isSensitiveKey(key: string): boolean {
   return SENSITIVE_KEYS.has(key.toLowerCase().replace(/[_-]/g, ''));
 }

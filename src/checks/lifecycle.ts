@@ -12,6 +12,7 @@
 import type { CoverageEligibilityResponse, Reference } from 'fhir/r4.js';
 import type { Tenant } from '../config.js';
 import type { Logger } from '../log.js';
+import { safeLabel } from '../log.js';
 import type { CerContext } from '../mapping/types.js';
 import {
   adapterErrorCer,
@@ -25,7 +26,7 @@ import type { Envelope } from '../upstream/envelope.js';
 import { envelopeSchema, isTerminalStatus } from '../upstream/envelope.js';
 import { adapterError } from './adapter-errors.js';
 import type { AdapterErrorCode } from './adapter-errors.js';
-import { guardPayer, safeLabel } from './store.js';
+import { guardPayer, guardRefusal } from './store.js';
 import type { Check, CheckPatch, CheckStore } from './store.js';
 import { describeFailure } from './upstream-port.js';
 import type { UpstreamFailure, UpstreamPort } from './upstream-port.js';
@@ -215,13 +216,9 @@ async function startCheck(check: Check, deps: LifecycleDeps): Promise<void> {
     return;
   }
   const now = deps.now();
-  const guard = await deps.store.getGuard(check.tenantId, guardPayer(check.payerCode));
-  if (guard && (guard.until === null || guard.until > now)) {
-    await finishWithAdapterError(
-      check,
-      deps,
-      guard.kind === 'credentials' ? 'credentials-guard' : 'backoff-guard',
-    );
+  const refusal = guardRefusal(await deps.store.getGuard(check.tenantId, check.payerCode), now);
+  if (refusal) {
+    await finishWithAdapterError(check, deps, refusal);
     return;
   }
   // Only after create-task was refused (nothing sent) until the timeout; time spent waiting for a

@@ -12,7 +12,7 @@ import type { AdapterErrorCode } from './adapter-errors.js';
 import { cerContext } from './lifecycle.js';
 import type { LifecycleEvent } from './lifecycle.js';
 import type { Scheduler } from './scheduler.js';
-import { guardPayer, isAnswered } from './store.js';
+import { guardRefusal, isAnswered } from './store.js';
 import type { Check, CheckStore, NewCheck } from './store.js';
 
 export interface CheckServiceOptions {
@@ -40,7 +40,7 @@ export class CheckService {
     // An open payer guard (after invalid_credentials or a portal backoff) answers at once, even
     // when every tenant slot is taken: the check would otherwise wait for a slot only to be
     // refused by the same guard in the scheduler (which still checks, for guards opened later).
-    const guard = await this.openGuard(tenant.id, input.payerCode, now);
+    const guard = guardRefusal(await this.store.getGuard(tenant.id, input.payerCode), now);
     const result = await this.store.insert(
       newCheckOf(input, {
         id: randomUUID(),
@@ -75,19 +75,9 @@ export class CheckService {
   async retryAfterSeconds(check: Check): Promise<number | undefined> {
     const refused = check.cer.error?.some((e) => e.code.coding?.some((c) => c.code === 'backoff-guard'));
     if (!refused) return undefined;
-    const guard = await this.store.getGuard(check.tenantId, guardPayer(check.payerCode));
+    const guard = await this.store.getGuard(check.tenantId, check.payerCode);
     const left = guard?.until != null ? guard.until - this.options.now() : 0;
     return left > 0 ? Math.ceil(left / 1000) : undefined;
-  }
-
-  private async openGuard(
-    tenantId: string,
-    payerCode: string,
-    now: number,
-  ): Promise<AdapterErrorCode | undefined> {
-    const guard = await this.store.getGuard(tenantId, guardPayer(payerCode));
-    if (!guard || (guard.until !== null && guard.until <= now)) return undefined;
-    return guard.kind === 'credentials' ? 'credentials-guard' : 'backoff-guard';
   }
 
   /** Reads a tenant's check; null for an unknown id or another tenant's check. */

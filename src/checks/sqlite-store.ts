@@ -265,18 +265,21 @@ export class SqliteStore implements CheckStore {
           const params = new Params(dialect);
           const sets = patchAssignments(patch, params, dialect);
           if (options.release) sets.push('lease_owner = NULL', 'lease_until = NULL');
+          /** The version after this write; a new CER is stamped with it. */
+          const versionAfter = (stored: number): number => {
+            if (!patch.cer) return stored;
+            sets.push(
+              `cer = ${params.json(stampCer(patch.cer, stored + 1, now))}`,
+              `version = ${params.add(stored + 1)}`,
+              `updated_at = ${params.add(now)}`,
+            );
+            return stored + 1;
+          };
           if (base) {
             // The hot path: one statement. The holder of the latest claim may write even after
             // its lease ran out, as long as nobody claimed the check since (a claim replaces
             // lease_owner with its own token); the version guard makes `base` the row as stored.
-            const version = patch.cer ? base.version + 1 : base.version;
-            if (patch.cer) {
-              sets.push(
-                `cer = ${params.json(stampCer(patch.cer, version, now))}`,
-                `version = ${params.add(version)}`,
-                `updated_at = ${params.add(now)}`,
-              );
-            }
+            const version = versionAfter(base.version);
             if (sets.length === 0) sets.push('id = id');
             const changed = this.statement(
               `UPDATE checks SET ${sets.join(', ')}
@@ -290,14 +293,7 @@ export class SqliteStore implements CheckStore {
             owner,
           ]);
           if (!current) return null;
-          const version = patch.cer ? int(current, 'version') + 1 : int(current, 'version');
-          if (patch.cer) {
-            sets.push(
-              `cer = ${params.json(stampCer(patch.cer, version, now))}`,
-              `version = ${params.add(version)}`,
-              `updated_at = ${params.add(now)}`,
-            );
-          }
+          versionAfter(int(current, 'version'));
           const updated = this.row(
             sets.length > 0
               ? `UPDATE checks SET ${sets.join(', ')} WHERE id = ${params.add(id)} RETURNING *`

@@ -117,25 +117,16 @@ export interface SearchFilters {
 
 export type GuardKind = 'credentials' | 'backoff';
 
-/** A payer-account guard: no upstream calls for tenant+payer while open. */
 /**
- * The payer of a guard as stored and looked up: trimmed, upper case, so "axa" after "AXA" was
- * refused with invalid_credentials meets the same guard (payer codes are upper case in
- * mappings/payers.json and in the upstream's tpa_name).
+ * The payer of a guard as it is written: trimmed, upper case (payer codes are upper case in
+ * mappings/payers.json and in the upstream's tpa_name). The stores compare it the same way on
+ * reading, so "axa" after "AXA" was refused with invalid_credentials meets the same guard.
  */
 export function guardPayer(code: string): string {
   return code.trim().toUpperCase();
 }
 
-/**
- * An upstream label (a task status, a payer code) as it may be logged or printed: upper-case
- * words only; anything else, which could be free text carrying patient data, is "other".
- */
-export function safeLabel(value: string | null | undefined): string {
-  if (value === null || value === undefined) return '-';
-  return /^[A-Za-z][A-Za-z0-9_]{0,39}$/.test(value) ? value : 'other';
-}
-
+/** A payer-account guard: no upstream calls for tenant+payer while open. */
 export interface Guard {
   tenantId: string;
   payerCode: string;
@@ -144,6 +135,15 @@ export interface Guard {
   until: number | null;
   reason: string;
   openedAt: number;
+}
+
+/** The answer a guard gives a check while it is open (a credentials guard has no end); none once closed. */
+export function guardRefusal(
+  guard: Guard | null,
+  now: number,
+): 'credentials-guard' | 'backoff-guard' | undefined {
+  if (!guard || (guard.until !== null && guard.until <= now)) return undefined;
+  return guard.kind === 'credentials' ? 'credentials-guard' : 'backoff-guard';
 }
 
 export interface UpdateOptions {

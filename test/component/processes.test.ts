@@ -52,15 +52,17 @@ async function submitMany(
   return made;
 }
 
-async function allComplete(
+/** Every check's CER once each one's outcome is `until` (re-read by the caller's poll loop). */
+async function allCers(
   url: string,
   checks: { tenant: number; path: string }[],
+  until: (outcome: CoverageEligibilityResponse['outcome']) => boolean,
 ): Promise<CoverageEligibilityResponse[] | undefined> {
   const cers: CoverageEligibilityResponse[] = [];
   for (const check of checks) {
     const res = await request(url).get(check.path).set(tenantAuth(check.tenant));
     const cer = res.body as CoverageEligibilityResponse;
-    if (cer.outcome !== 'complete') return undefined;
+    if (!until(cer.outcome)) return undefined;
     cers.push(cer);
   }
   return cers;
@@ -75,21 +77,6 @@ async function checksIn(url: string, state: string): Promise<number> {
     if (m?.[1] === state) total += Number(m[2]);
   }
   return total;
-}
-
-/** Every check's CER once none is still queued (complete, or an error such as ambiguous-create). */
-async function allAnswered(
-  url: string,
-  checks: { tenant: number; path: string }[],
-): Promise<CoverageEligibilityResponse[] | undefined> {
-  const cers: CoverageEligibilityResponse[] = [];
-  for (const check of checks) {
-    const res = await request(url).get(check.path).set(tenantAuth(check.tenant));
-    const cer = res.body as CoverageEligibilityResponse;
-    if (cer.outcome === 'queued') return undefined;
-    cers.push(cer);
-  }
-  return cers;
 }
 
 describe('npm start defaults', () => {
@@ -153,7 +140,11 @@ describe('process drills', () => {
 
     const second = await spawnService(env);
     cleanups.push(() => second.stop());
-    const cers = await until(() => allComplete(second.url, checks), 60_000, 'all checks complete');
+    const cers = await until(
+      () => allCers(second.url, checks, (o) => o === 'complete'),
+      60_000,
+      'all checks complete',
+    );
     expect(cers).toHaveLength(50);
     for (const cer of cers) {
       expectValidFhir(cer);
@@ -221,7 +212,11 @@ describe('process drills', () => {
     await a.kill();
     // Mid-run: checks were still to be done when a died.
     expect(Number(running.rows[0]?.n)).toBeGreaterThan(0);
-    const cers = await until(() => allAnswered(b.url, [...first, ...second]), 120_000, 'all checks answered');
+    const cers = await until(
+      () => allCers(b.url, [...first, ...second], (o) => o !== 'queued'),
+      120_000,
+      'all checks answered',
+    );
     expect(cers).toHaveLength(100);
     for (const cer of cers) expectValidFhir(cer);
     inFlight.stop();

@@ -102,6 +102,24 @@ async function current(check: Check): Promise<Check> {
   return latest;
 }
 
+/**
+ * Steps the clock a minute at a time (past any backoff) until the check is done or `max` steps
+ * have run; `answer` is what each poll of the step gets. Returns the check and the steps taken.
+ */
+async function minutesUntilDone(
+  check: Check,
+  max: number,
+  options: { answer?: () => Answer; deps?: LifecycleDeps } = {},
+): Promise<{ done: Check; steps: number }> {
+  let steps = 0;
+  for (; steps < max && (await current(check)).state !== 'done'; steps += 1) {
+    if (options.answer) polls = [options.answer()];
+    clock += 60_000;
+    await step(options.deps);
+  }
+  return { done: await current(check), steps };
+}
+
 function envelope(fields: Partial<Envelope>): Envelope {
   return { task_id: 'task-1', status: 'NAVIGATING_WEBSITE', ...fields };
 }
@@ -132,11 +150,8 @@ describe('lifecycle', () => {
     const check = await newCheck();
     await step(); // waiting -> starting (claim), create-task
     polls = [1, 2, 3].map(() => ({ ok: false, error: { kind: 'invalid-body' } }));
-    for (let i = 0; i < 6 && (await current(check)).state !== 'done'; i += 1) {
-      clock += 60_000; // past each backoff (at most 30 s), well inside the timeout
-      await step();
-    }
-    const done = await current(check);
+    // A minute a step: past each backoff (at most 30 s), well inside the timeout.
+    const { done } = await minutesUntilDone(check, 6);
     expect(done.state).toBe('done');
     expect(JSON.stringify(done.cer.error)).toContain('unreadable-result');
     expectValidFhir(done.cer);
@@ -248,11 +263,7 @@ describe('lifecycle', () => {
     refuse = true;
     clock += 5000;
     await step(d); // error -> retry once; its create-task is refused from now on
-    for (let i = 0; i < 100 && (await current(check)).state !== 'done'; i += 1) {
-      clock += 60_000;
-      await step(d);
-    }
-    const done = await current(check);
+    const { done } = await minutesUntilDone(check, 100, { deps: d });
     expect(done.state).toBe('done');
     expect(JSON.stringify(done.cer.error)).toContain('upstream-unreachable');
     expect(clock - check.createdAt).toBeLessThanOrEqual(TIMEOUT + 2 * 60_000);
@@ -263,13 +274,12 @@ describe('lifecycle', () => {
   it('polls failing for ever (a rotated key answered 401) end the check once it is abandoned, freeing the slot', async () => {
     const check = await newCheck();
     await step();
-    let steps = 0;
-    for (; steps < 200 && (await current(check)).state !== 'done'; steps += 1) {
-      polls = [{ ok: false, error: { kind: 'http', status: 401, body: '{"detail":"Invalid API key"}' } }];
-      clock += 60_000;
-      await step();
-    }
-    const done = await current(check);
+    const { done, steps } = await minutesUntilDone(check, 200, {
+      answer: () => ({
+        ok: false,
+        error: { kind: 'http', status: 401, body: '{"detail":"Invalid API key"}' },
+      }),
+    });
     expect(done.state).toBe('done');
     expect(JSON.stringify(done.cer.error)).toContain('abandoned');
     expect(answerForCheck(done, 'http://localhost').status).toBe(504);
@@ -359,12 +369,9 @@ describe('lifecycle', () => {
   it('a task still in flight long after its timeout is abandoned (504) and frees the slot', async () => {
     const check = await newCheck();
     await step();
-    for (let i = 0; i < 40 && (await current(check)).state !== 'done'; i += 1) {
-      polls = [{ ok: true, value: envelope({ status: 'NAVIGATING_WEBSITE' }) }];
-      clock += 60_000;
-      await step();
-    }
-    const done = await current(check);
+    const { done } = await minutesUntilDone(check, 40, {
+      answer: () => ({ ok: true, value: envelope({ status: 'NAVIGATING_WEBSITE' }) }),
+    });
     expect(done.state).toBe('done');
     expect(JSON.stringify(done.cer.error)).toContain('abandoned');
     expect(answerForCheck(done, 'http://localhost').status).toBe(504);

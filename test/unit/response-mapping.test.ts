@@ -72,21 +72,21 @@ function readEnvelope(dir: URL, file: string): Envelope {
 
 const fixture = (name: string): Envelope => readEnvelope(MAPPING_DIR, `${name}.json`);
 
-/** Every envelope fixture: our hand-made ones and the sandbox's (when present). */
+/** Every envelope fixture file: our hand-made ones and the sandbox's (when present). */
+function fixtureFiles(): { name: string; dir: URL; file: string }[] {
+  return [MAPPING_DIR, UPSTREAM_DIR]
+    .filter((dir) => existsSync(dir))
+    .flatMap((dir) =>
+      readdirSync(dir)
+        .filter((f) => f.endsWith('.json'))
+        .sort()
+        .map((file) => ({ name: `${dir === MAPPING_DIR ? 'mapping' : 'upstream'}/${file}`, dir, file })),
+    );
+}
+
+/** Every envelope fixture, parsed. */
 function allFixtures(): { name: string; envelope: Envelope }[] {
-  const out: { name: string; envelope: Envelope }[] = [];
-  for (const dir of [MAPPING_DIR, UPSTREAM_DIR]) {
-    if (!existsSync(dir)) continue;
-    for (const file of readdirSync(dir)
-      .filter((f) => f.endsWith('.json'))
-      .sort()) {
-      out.push({
-        name: `${dir === MAPPING_DIR ? 'mapping' : 'upstream'}/${file}`,
-        envelope: readEnvelope(dir, file),
-      });
-    }
-  }
-  return out;
+  return fixtureFiles().map(({ name, dir, file }) => ({ name, envelope: readEnvelope(dir, file) }));
 }
 
 const isSearchAll = (e: Envelope) => e.is_search_all === true || Array.isArray(e.aggregated_results);
@@ -1437,18 +1437,10 @@ describe('property: mutated fixture envelopes map to a valid CER or fail the sch
   type Json = null | boolean | number | string | Json[] | { [key: string]: Json };
   type Path = (string | number)[];
 
-  const raws: { name: string; json: Json }[] = [];
-  for (const dir of [MAPPING_DIR, UPSTREAM_DIR]) {
-    if (!existsSync(dir)) continue;
-    for (const file of readdirSync(dir)
-      .filter((f) => f.endsWith('.json'))
-      .sort()) {
-      raws.push({
-        name: `${dir === MAPPING_DIR ? 'mapping' : 'upstream'}/${file}`,
-        json: JSON.parse(readFileSync(new URL(file, dir), 'utf8')) as Json,
-      });
-    }
-  }
+  const raws = fixtureFiles().map(({ name, dir, file }) => ({
+    name,
+    json: JSON.parse(readFileSync(new URL(file, dir), 'utf8')) as Json,
+  }));
 
   /** Every path below the root (object keys and array indexes), depth first. */
   function pathsOf(value: Json, prefix: Path = []): Path[] {
