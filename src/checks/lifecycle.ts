@@ -9,6 +9,7 @@
  * - A poll that fails is retried with backoff, never replaced by a second task.
  * - failed/error are retried once; invalid_credentials and backoff open payer-account guards.
  */
+import { isDeepStrictEqual } from 'node:util';
 import type { CoverageEligibilityResponse, Reference } from 'fhir/r4.js';
 import type { Tenant } from '../config.js';
 import type { Logger } from '../log.js';
@@ -370,7 +371,6 @@ function parsedEnvelope(check: Check): Envelope | undefined {
 }
 
 async function onEnvelope(check: Check, deps: LifecycleDeps, envelope: Envelope): Promise<void> {
-  const ctx = contextOf(check, deps);
   const now = deps.now();
   const late = now >= check.deadlineAt;
   if (check.isSearchAll && late && isTerminalStatus(envelope.status) && !isFinished(envelope, true)) {
@@ -388,6 +388,18 @@ async function onEnvelope(check: Check, deps: LifecycleDeps, envelope: Envelope)
       await finishWithAdapterError(check, deps, 'abandoned');
       return;
     }
+    if (!late && isDeepStrictEqual(envelope, check.envelope)) {
+      // The same answer as the last poll (most polls of a task: its status changes a few times in
+      // minutes): the stored CER was mapped from this very envelope and the same check, so only
+      // the next poll is written (bench/README.md, figure 3). Past the timeout the full path
+      // runs, as the CER must then say the check is still running.
+      await write(check, deps, {
+        ...(check.pollFailures !== 0 ? { pollFailures: 0 } : {}),
+        nextRunAt: now + deps.pollIntervalMs,
+      });
+      return;
+    }
+    const ctx = contextOf(check, deps);
     await write(check, deps, {
       envelope,
       upstreamStatus: envelope.status,

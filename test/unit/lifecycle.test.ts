@@ -431,6 +431,78 @@ describe('lifecycle', () => {
     expect(creates).toBe(1);
   });
 
+  it('a poll with the same answer as the last writes only the next poll; a changed answer writes it and its CER', async () => {
+    const patches: string[][] = [];
+    const recording = new Proxy(store, {
+      get(target, property, receiver) {
+        if (property === 'update') {
+          return (...args: Parameters<CheckStore['update']>) => {
+            patches.push(Object.keys(args[2]).sort());
+            return target.update(...args);
+          };
+        }
+        const value: unknown = Reflect.get(target, property, receiver);
+        return typeof value === 'function' ? (value as (...a: unknown[]) => unknown).bind(target) : value;
+      },
+    });
+    const d = { ...deps(), store: recording };
+    const check = await newCheck();
+    await step(d);
+    const navigating = envelope({ status: 'NAVIGATING_WEBSITE', updated_at: '2026-11-23T08:00:01' });
+    polls = [
+      { ok: true, value: navigating },
+      { ok: true, value: structuredClone(navigating) },
+      { ok: true, value: envelope({ status: 'EXTRACTING_DATA', updated_at: '2026-11-23T08:00:20' }) },
+      { ok: true, value: eligible() },
+    ];
+    const seen: Check[] = [];
+    for (let i = 0; i < 4; i += 1) {
+      clock += POLL;
+      patches.length = 0;
+      await step(d);
+      seen.push(await current(check));
+      if (i === 1) expect(patches).toEqual([['nextRunAt']]);
+      else expect(patches[0]).toContain('envelope');
+    }
+    const [first, same, extracting, done] = seen as [Check, Check, Check, Check];
+    // The unchanged poll kept the CER (and its version) mapped from the same envelope.
+    expect(same.version).toBe(first.version);
+    expect(same.cer).toEqual(first.cer);
+    expect(same.upstreamStatus).toBe('NAVIGATING_WEBSITE');
+    expect(same.nextRunAt).toBe(clock - 2 * POLL + POLL);
+    expect(extracting.upstreamStatus).toBe('EXTRACTING_DATA');
+    expect(done.cer.outcome).toBe('complete');
+    expect(creates).toBe(1);
+  });
+
+  it('an unchanged answer after failed polls resets the backoff; past the timeout it still says so', async () => {
+    const check = await newCheck();
+    await step();
+    const navigating = envelope({ status: 'NAVIGATING_WEBSITE' });
+    polls = [
+      { ok: true, value: navigating },
+      { ok: false, error: { kind: 'timeout' } },
+    ];
+    clock += POLL;
+    await step();
+    clock += POLL;
+    await step();
+    expect((await current(check)).pollFailures).toBe(1);
+    polls = [{ ok: true, value: structuredClone(navigating) }];
+    clock = (await current(check)).nextRunAt;
+    await step();
+    const reset = await current(check);
+    expect(reset.pollFailures).toBe(0);
+    expect(reset.nextRunAt).toBe(clock + POLL);
+    // Past the timeout the same answer is not "nothing changed": the CER says the check is still running.
+    polls = [{ ok: true, value: structuredClone(navigating) }];
+    clock = reset.deadlineAt + 1;
+    await step();
+    const late = await current(check);
+    expect(late.cer.disposition).toBe(STILL_CHECKING);
+    expect(late.nextRunAt).toBe(clock + SLOW_POLL);
+  });
+
   it('the scheduler claims only what it can work on: never more steps under way than maxSteps', async () => {
     for (let i = 0; i < 5; i += 1) await newCheck();
     let release: () => void = () => undefined;
