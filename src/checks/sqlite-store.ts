@@ -152,12 +152,13 @@ export class SqliteStore implements CheckStore {
 
   close(): Promise<void> {
     return run(() => {
+      this.flush(); // writes already accepted are committed, not dropped
       if (this.db.open) this.db.close();
     });
   }
 
   insert(check: NewCheck): Promise<{ check: Check; created: boolean }> {
-    return run(() =>
+    return this.write(() =>
       this.db
         .transaction(() => {
           const { sql, params } = insertSql(check, dialect);
@@ -259,7 +260,7 @@ export class SqliteStore implements CheckStore {
     base?: Check,
     options: UpdateOptions = {},
   ): Promise<Check | null> {
-    return run(() =>
+    return this.write(() =>
       this.db
         .transaction(() => {
           const params = new Params(dialect);
@@ -307,7 +308,7 @@ export class SqliteStore implements CheckStore {
   }
 
   release(id: string, owner: string): Promise<void> {
-    return run(() => {
+    return this.write(() => {
       this.statement(
         'UPDATE checks SET lease_owner = NULL, lease_until = NULL WHERE id = ? AND lease_owner = ?',
       ).run(id, owner);
@@ -426,6 +427,68 @@ export class SqliteStore implements CheckStore {
     );
   }
 
+  /**
+   * Group commit. The scheduler's steps end in small writes (a poll's next time, a lease dropped)
+   * and each write transaction of its own pays SQLite's commit: the WAL frames of every page it
+   * touched, the claim index's pages again and again (bench/README.md, figure 3). Writes made in
+   * the same turn of the event loop are therefore queued and committed in one IMMEDIATE
+   * transaction at the end of it (setImmediate). Each write keeps its own atomicity (its
+   * transaction becomes a savepoint inside the batch, and a failing one is rolled back alone) and
+   * its own answer; a caller's promise settles only after the batch is committed, so nothing is
+   * acknowledged before it is durable, and a failed commit fails every write of the batch.
+   */
+  private queued: QueuedWrite[] = [];
+  private flushScheduled = false;
+
+  private write<T>(work: () => T): Promise<T> {
+    return new Promise<T>((resolve, reject) => {
+      this.queued.push({ work, resolve: resolve as (value: unknown) => void, reject });
+      if (!this.flushScheduled) {
+        this.flushScheduled = true;
+        setImmediate(() => this.flush());
+      }
+    });
+  }
+
+  private flush(): void {
+    this.flushScheduled = false;
+    const batch = this.queued;
+    this.queued = [];
+    if (batch.length === 0) return;
+    if (!this.db.open) {
+      for (const item of batch) item.reject(new Error('the SQLite store is closed'));
+      return;
+    }
+    const outcomes: Array<{ ok: true; value: unknown } | { ok: false; error: Error }> = [];
+    try {
+      this.db
+        .transaction(() => {
+          for (const item of batch) {
+            if (!this.db.inTransaction) {
+              // SQLite rolled the whole batch back after an error (I/O, full disk): nothing more
+              // runs outside it; the commit below fails and every write of the batch with it.
+              outcomes.push({ ok: false, error: new Error('the batch transaction was rolled back') });
+              continue;
+            }
+            try {
+              outcomes.push({ ok: true, value: item.work() });
+            } catch (error) {
+              outcomes.push({ ok: false, error: asError(error) });
+            }
+          }
+        })
+        .immediate();
+    } catch (error) {
+      for (const item of batch) item.reject(asError(error));
+      return;
+    }
+    batch.forEach((item, index) => {
+      const outcome = outcomes[index];
+      if (outcome?.ok) item.resolve(outcome.value);
+      else item.reject(outcome?.error ?? new Error('write not run'));
+    });
+  }
+
   /** Prepared statements, compiled once per SQL text (better-sqlite3 compiles on every prepare). */
   private readonly statements = new Map<string, Database.Statement>();
 
@@ -451,6 +514,16 @@ export class SqliteStore implements CheckStore {
   }
 }
 
+interface QueuedWrite {
+  work: () => unknown;
+  resolve: (value: unknown) => void;
+  reject: (error: Error) => void;
+}
+
+function asError(error: unknown): Error {
+  return error instanceof Error ? error : new Error(String(error));
+}
+
 function isRow(value: unknown): value is Row {
   return typeof value === 'object' && value !== null;
 }
@@ -472,6 +545,6 @@ function run<T>(work: () => T): Promise<T> {
   try {
     return Promise.resolve(work());
   } catch (error) {
-    return Promise.reject(error instanceof Error ? error : new Error(String(error)));
+    return Promise.reject(asError(error));
   }
 }

@@ -243,6 +243,37 @@ describe.each([sqliteBackend(), postgresBackend()])('CheckStore on $name', (back
     expect(await second.get(check.tenantId, check.id)).toEqual(check);
   });
 
+  it('writes made together keep their own answers: a failing one fails alone, the others are stored', async () => {
+    const store = await storeOn();
+    const first = newCheck();
+    const broken = { ...newCheck(), payerCode: null as unknown as string }; // NOT NULL violated
+    const last = newCheck();
+    const [a, b, c] = await Promise.allSettled([
+      store.insert(first),
+      store.insert(broken),
+      store.insert(last),
+    ]);
+    expect(a.status).toBe('fulfilled');
+    expect(b.status).toBe('rejected');
+    expect(c.status).toBe('fulfilled');
+    expect(await store.get(first.tenantId, first.id)).not.toBeNull();
+    expect(await store.get(broken.tenantId, broken.id)).toBeNull();
+    expect(await store.get(last.tenantId, last.id)).not.toBeNull();
+    // Concurrent steps of different checks: each update answers for its own check.
+    const [x, y] = await store.claimDue(claimOptions('owner:1', T0 + 1));
+    if (!x || !y) throw new Error('two checks expected');
+    const [ux, uy, lost] = await Promise.all([
+      store.update(x.id, 'owner:1', { state: 'creating' }, T0 + 2, x),
+      store.update(y.id, 'owner:1', { nextRunAt: T0 + 9 }, T0 + 2, y, { release: true }),
+      store.update(x.id, 'someone-else', { state: 'done' }, T0 + 2, x),
+    ]);
+    expect(ux?.state).toBe('creating');
+    expect(uy?.nextRunAt).toBe(T0 + 9);
+    expect(lost).toBeNull();
+    expect((await store.get(x.tenantId, x.id))?.state).toBe('creating');
+    expect((await store.get(y.tenantId, y.id))?.leaseOwner).toBeNull();
+  });
+
   it('inserts a check and reads it back as written', async () => {
     const store = await storeOn();
     const input = newCheck({ idempotencyKey: 'urn:req|1', now: T0 + 5 });
@@ -803,6 +834,28 @@ describe('openStore', () => {
       const store = await openStore(url);
       expect(store.kind).toBe('postgres');
       await store.close();
+    }
+  });
+});
+
+describe('SqliteStore group commit', () => {
+  // SQLite queues a turn's writes for one commit: close() commits them first. (The service
+  // closes a store only after its steps ended, on either backend.)
+  it('a write queued before close is committed, not dropped', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'group-commit-'));
+    try {
+      const location = `sqlite:${join(dir, 'adapter.db')}`;
+      const store = await openStore(location);
+      await store.migrate();
+      const input = newCheck();
+      const inserted = store.insert(input);
+      await store.close();
+      await inserted;
+      const reopened = await openStore(location);
+      expect(await reopened.get(input.tenantId, input.id)).not.toBeNull();
+      await reopened.close();
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
     }
   });
 });
