@@ -49,6 +49,10 @@ export function extensionUrl(id: ExtensionId): string {
   return canonical('StructureDefinition', id);
 }
 
+/** Characters a FHIR string may not hold (https://hl7.org/fhir/R4/datatypes.html#string). */
+const NOT_FHIR_STRING = /[^\r\n\t\u0020-\uFFFF]/;
+const NOT_FHIR_STRING_ALL = /[^\r\n\t\u0020-\uFFFF]/g;
+
 /**
  * A FHIR string from an upstream value, or undefined. FHIR strings must have non-whitespace
  * content and no control characters other than CR, LF and TAB
@@ -59,7 +63,8 @@ export function fhirText(value: unknown): string | undefined {
   if (typeof value === 'string') raw = value;
   else if (typeof value === 'number' && Number.isFinite(value)) raw = String(value);
   else return undefined;
-  const cleaned = raw.replace(/[^\r\n\t\u0020-\uFFFF]/g, '').trim();
+  // Most portal text has no control characters: tested first, replaced only when needed.
+  const cleaned = (NOT_FHIR_STRING.test(raw) ? raw.replace(NOT_FHIR_STRING_ALL, '') : raw).trim();
   return cleaned === '' ? undefined : cleaned;
 }
 

@@ -78,10 +78,17 @@ function containsPhrase(normalized: string, phrase: string): boolean {
   return ` ${normalized} `.includes(` ${normalizeLabel(phrase)} `);
 }
 
+/** Each phrase list of the table as a set of normalized phrases, built once. */
+const normalizedLists = new WeakMap<string[], ReadonlySet<string>>();
+
 function inList(value: string | null | undefined, list: string[]): boolean {
   if (!value) return false;
-  const normalized = normalizeLabel(value);
-  return list.some((p) => normalizeLabel(p) === normalized);
+  let set = normalizedLists.get(list);
+  if (!set) {
+    set = new Set(list.map(normalizeLabel));
+    normalizedLists.set(list, set);
+  }
+  return set.has(normalizeLabel(value));
 }
 
 const other = table.categories.find((c) => c.code === 'other') as ServiceCategory;
@@ -97,8 +104,17 @@ export const DEFAULT_CURRENCY = table.defaultCurrency;
 export function categoryFor(label: string | undefined): ServiceCategory {
   if (!label) return other;
   const normalized = normalizeLabel(label);
-  return table.categories.find((c) => c.keywords.some((k) => containsPhrase(normalized, k))) ?? other;
+  let category = categories.get(normalized);
+  if (category === undefined) {
+    category = table.categories.find((c) => c.keywords.some((k) => containsPhrase(normalized, k))) ?? other;
+    // Bounded like the label memo: portal labels are a small vocabulary, matched on every mapping.
+    if (categories.size >= MAX_NORMALIZED_LABELS) categories.clear();
+    categories.set(normalized, category);
+  }
+  return category;
 }
+
+const categories = new Map<string, ServiceCategory>();
 
 /** A copay_details_to_fill block (Outpatient, Maternity, Specialization, Inpatient) from the table. */
 export function blockRule(name: string): { category?: ServiceCategory; referralGated?: boolean } {
