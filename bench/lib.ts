@@ -114,11 +114,13 @@ export function machine(): {
  * The largest file is the main thread's.
  */
 export function cpuProfArgs(name: string): string[] {
+  // BENCH_NODE_ARGS: more flags for the service's node (e.g. --trace-gc for the live heap).
+  const extra = (process.env.BENCH_NODE_ARGS ?? '').split(' ').filter(Boolean);
   const base = process.env.BENCH_CPU_PROF;
-  if (!base) return [];
+  if (!base) return extra;
   const dir = `${base}/${name}-${Date.now()}`;
   mkdirSync(dir, { recursive: true });
-  return ['--cpu-prof', '--cpu-prof-dir', dir];
+  return [...extra, '--cpu-prof', '--cpu-prof-dir', dir];
 }
 
 /** An Emirates ID that is unique per n and picks the sandbox's default-eligible scenario. */
