@@ -489,7 +489,8 @@ describe('sandbox: control and fault injection', () => {
     expect(after.polls - before.polls).toBe(1);
     const listed = sandbox.control.tasks().find((t) => t.taskId === taskId);
     expect(listed).toMatchObject({ scenario: 'member-not-found', clinicId: 'C-001' });
-    expect(JSON.stringify(sandbox.control.tasks())).not.toContain('784-');
+    // An Emirates ID's shape, not its prefix: a random task UUID may hold "784-" (one run in ~30 did).
+    expect(JSON.stringify(sandbox.control.tasks())).not.toMatch(/784-?\d{4}-?\d{7}-?\d/);
   });
 
   it('answers polls with typed http 5xx failures at the configured rate', async () => {
