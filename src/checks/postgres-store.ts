@@ -43,23 +43,9 @@ const dialect: Dialect = {
   // Serialized by us: pg would turn a JS array into a PostgreSQL array, not JSON.
   jsonParam: (value) => JSON.stringify(value),
   jsonSql: (placeholder) => `${placeholder}::jsonb`,
-  // jsonb arrives as text (JSON_AS_TEXT below) and is parsed when a document is first read.
-  readJson: (value) => (typeof value === 'string' ? (JSON.parse(value) as unknown) : value),
+  // pg parses jsonb itself.
+  readJson: (value) => value,
   boolParam: (value) => value,
-};
-
-/**
- * json and jsonb columns as their text: pg would parse every document of every row it returns,
- * and rowToCheck parses a document only when a step reads it (store-rows.ts).
- */
-const JSON_OIDS = new Set([114, 3802]);
-const JSON_AS_TEXT = {
-  getTypeParser: ((oid: number, format?: 'text' | 'binary'): ((value: string) => unknown) =>
-    JSON_OIDS.has(oid) && format !== 'binary'
-      ? (value: string) => value
-      : (pg.types.getTypeParser(oid, format ?? 'text') as (
-          value: string,
-        ) => unknown)) as typeof pg.types.getTypeParser,
 };
 
 /** First key of the two-key advisory locks this store takes, so they cannot meet other users' locks. */
@@ -140,7 +126,6 @@ export class PostgresStore implements CheckStore {
     this.pool = new pg.Pool({
       connectionString,
       max: options.max ?? 10,
-      types: JSON_AS_TEXT,
       ...(options.schema ? { options: `-c search_path=${options.schema}` } : {}),
     });
     // An idle client that loses its connection emits here; without a listener that would crash the process.

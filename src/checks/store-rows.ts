@@ -309,25 +309,24 @@ export function outcome(row: Row): CerOutcome {
   return value as CerOutcome;
 }
 
-/**
- * A `checks` row as a Check. The four JSON documents (request, create-task body, envelope, CER;
- * up to tens of KB each) are parsed when first read, not here: a claimed check's step reads only
- * what it needs (a poll with the same answer as the last reads the envelope alone), and parsing
- * every document of every claimed row was about a tenth of the scheduler's CPU (bench/README.md,
- * figure 3). A corrupt document throws CorruptRowError where it is read.
- */
+/** A `checks` row as a Check. */
 export function rowToCheck(row: Row, dialect: Dialect): Check {
   const json = (column: string): unknown => {
     const value = row[column];
     return value === null || value === undefined ? null : dialect.readJson(value);
   };
-  const check = {
+  const upstreamRequest = json('upstream_request');
+  if (!isObject(upstreamRequest)) throw new CorruptRowError('upstream_request', upstreamRequest);
+  return {
     id: text(row, 'id'),
     tenantId: text(row, 'tenant_id'),
     idempotencyKey: nullableText(row, 'idempotency_key'),
     payerCode: text(row, 'payer_code'),
     isSearchAll: bool(row, 'is_search_all'),
     patientKey: nullableText(row, 'patient_key'),
+    request: resource<CoverageEligibilityRequest>(json('request'), 'CoverageEligibilityRequest', 'request'),
+    // Written only by this store from a typed value; checked to be an object, not re-validated.
+    upstreamRequest: upstreamRequest as unknown as UpstreamTaskRequest,
     state: state(row),
     upstreamTaskId: nullableText(row, 'upstream_task_id'),
     upstreamStatus: nullableText(row, 'upstream_status'),
@@ -337,50 +336,14 @@ export function rowToCheck(row: Row, dialect: Dialect): Check {
     deadlineAt: int(row, 'deadline_at'),
     leaseOwner: nullableText(row, 'lease_owner'),
     leaseUntil: nullableInt(row, 'lease_until'),
+    envelope: json('envelope'),
+    cer: resource<CoverageEligibilityResponse>(json('cer'), 'CoverageEligibilityResponse', 'cer'),
     version: int(row, 'version'),
     outcome: outcome(row),
     asyncStopped: bool(row, 'async_stopped'),
     createdAt: int(row, 'created_at'),
     updatedAt: int(row, 'updated_at'),
-  } as Check;
-  lazy(check, 'request', () =>
-    resource<CoverageEligibilityRequest>(json('request'), 'CoverageEligibilityRequest', 'request'),
-  );
-  lazy(check, 'upstreamRequest', () => {
-    const value = json('upstream_request');
-    if (!isObject(value)) throw new CorruptRowError('upstream_request', value);
-    // Written only by this store from a typed value; checked to be an object, not re-validated.
-    return value as unknown as UpstreamTaskRequest;
-  });
-  lazy(check, 'envelope', () => json('envelope'));
-  lazy(check, 'cer', () =>
-    resource<CoverageEligibilityResponse>(json('cer'), 'CoverageEligibilityResponse', 'cer'),
-  );
-  return check;
-}
-
-/**
- * An enumerable property computed on first read (once, shared by copies made with
- * `copyCheck`). Assigning to it makes it a plain property of that object only.
- */
-function lazy<K extends keyof Check>(check: Check, key: K, read: () => Check[K]): void {
-  let memo: { value: Check[K] } | undefined;
-  Object.defineProperty(check, key, {
-    enumerable: true,
-    configurable: true,
-    get(): Check[K] {
-      memo ??= { value: read() };
-      return memo.value;
-    },
-    set(this: Check, value: Check[K]) {
-      Object.defineProperty(this, key, { value, writable: true, enumerable: true, configurable: true });
-    },
-  });
-}
-
-/** A copy of a check that keeps its unread documents unread (a spread would parse them all). */
-function copyCheck(check: Check): Check {
-  return Object.defineProperties({}, Object.getOwnPropertyDescriptors(check)) as Check;
+  };
 }
 
 /** A `payer_guards` row as a Guard. */
@@ -446,10 +409,7 @@ export function patched(
   now: number,
   released = false,
 ): Check {
-  const merged = copyCheck(base);
-  for (const [key, value] of Object.entries(patch)) {
-    if (value !== undefined) (merged as unknown as Record<string, unknown>)[key] = value;
-  }
+  const merged: Check = { ...base, ...patch };
   if (released) {
     merged.leaseOwner = null;
     merged.leaseUntil = null;

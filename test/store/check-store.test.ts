@@ -8,7 +8,6 @@ import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { CoverageEligibilityRequest, CoverageEligibilityResponse } from 'fhir/r4.js';
-import Database from 'better-sqlite3';
 import pg from 'pg';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { openStore } from '../../src/checks/open-store.js';
@@ -839,38 +838,9 @@ describe('openStore', () => {
   });
 });
 
-describe('SqliteStore', () => {
+describe('SqliteStore group commit', () => {
   // SQLite queues a turn's writes for one commit: close() commits them first. (The service
   // closes a store only after its steps ended, on either backend.)
-  it('reads a document only when it is used: a corrupt CER fails where it is read, not the claim', async () => {
-    const dir = mkdtempSync(join(tmpdir(), 'lazy-docs-'));
-    try {
-      const file = join(dir, 'adapter.db');
-      const store = await openStore(`sqlite:${file}`);
-      await store.migrate();
-      const input = newCheck();
-      await store.insert(input);
-      const raw = new Database(file);
-      raw.prepare(`UPDATE checks SET cer = '{"resourceType":"Patient"}' WHERE id = ?`).run(input.id);
-      raw.close();
-      const [claimed] = await store.claimDue(claimOptions('owner:1', T0 + 1));
-      if (!claimed) throw new Error('not claimed');
-      expect(claimed.request).toEqual(input.request);
-      expect(() => claimed.cer).toThrow(/unexpected value in column cer/);
-      // An update from the claimed check keeps the unread document as stored, and replaces it when given.
-      const moved = await store.update(claimed.id, 'owner:1', { nextRunAt: T0 + 5 }, T0 + 2, claimed);
-      expect(moved?.nextRunAt).toBe(T0 + 5);
-      expect(() => moved?.cer).toThrow(/unexpected value in column cer/);
-      const fixed = await store.update(claimed.id, 'owner:1', { cer: input.cer }, T0 + 3, moved ?? undefined);
-      expect(fixed?.cer.resourceType).toBe('CoverageEligibilityResponse');
-      expect(() => claimed.cer).toThrow(/unexpected value in column cer/);
-      expect((await store.get(input.tenantId, input.id))?.cer.id).toBe(input.id);
-      await store.close();
-    } finally {
-      rmSync(dir, { recursive: true, force: true });
-    }
-  });
-
   it('a write queued before close is committed, not dropped', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'group-commit-'));
     try {
