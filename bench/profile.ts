@@ -4,6 +4,7 @@
  *
  *   BENCH_CPU_PROF=/tmp/prof npm run bench:cost     (any bench that spawns the service)
  *   npx tsx bench/profile.ts /tmp/prof/<file>.cpuprofile [top=25]
+ *   npx tsx bench/profile.ts --inclusive /tmp/prof/<file>.cpuprofile [top=40]
  */
 import { readFileSync } from 'node:fs';
 
@@ -80,7 +81,45 @@ export function summarizeProfile(file: string, top = 25): ProfileSummary {
   };
 }
 
-if (process.argv[1]?.endsWith('profile.ts') && process.argv[2]) {
+/**
+ * Inclusive time: each sample counts once for every distinct function on its stack (a function
+ * "and what it calls"), so a step's whole cost shows, wherever its callees live.
+ */
+export function inclusiveProfile(file: string, top = 25): Array<{ name: string; ms: number; pct: number }> {
+  const profile = JSON.parse(readFileSync(file, 'utf8')) as CpuProfile;
+  const parent = new Map<number, number>();
+  for (const node of profile.nodes) for (const child of node.children ?? []) parent.set(child, node.id);
+  const byId = new Map(profile.nodes.map((n) => [n.id, n]));
+  const totals = new Map<string, number>();
+  let busy = 0;
+  profile.samples.forEach((id, i) => {
+    const us = profile.timeDeltas[i] ?? 0;
+    if (byId.get(id)?.callFrame.functionName === '(idle)') return;
+    busy += us;
+    const seen = new Set<string>();
+    for (let at: number | undefined = id; at !== undefined; at = parent.get(at)) {
+      const frame = byId.get(at)?.callFrame;
+      if (!frame) break;
+      seen.add(
+        `${frame.functionName || '(anonymous)'} ${moduleOf(frame.url, frame.functionName)}:${frame.lineNumber + 1}`,
+      );
+    }
+    for (const key of seen) totals.set(key, (totals.get(key) ?? 0) + us);
+  });
+  return [...totals.entries()]
+    .sort((a, b) => b[1] - a[1])
+    .slice(0, top)
+    .map(([name, us]) => ({
+      name,
+      ms: Math.round(us / 1000),
+      pct: Number(((100 * us) / Math.max(1, busy)).toFixed(1)),
+    }));
+}
+
+if (process.argv[1]?.endsWith('profile.ts') && process.argv[2] === '--inclusive' && process.argv[3]) {
+  for (const row of inclusiveProfile(process.argv[3], Number(process.argv[4] ?? 40)))
+    process.stdout.write(`${String(row.pct).padStart(5)}%  ${row.ms} ms  ${row.name}\n`);
+} else if (process.argv[1]?.endsWith('profile.ts') && process.argv[2]) {
   const summary = summarizeProfile(process.argv[2], Number(process.argv[3] ?? 25));
   process.stdout.write(`busy ${summary.totalMs} ms, idle ${summary.idleMs} ms\n\nby module (self time)\n`);
   for (const row of summary.byModule)

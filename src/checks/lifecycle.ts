@@ -137,6 +137,8 @@ export function isFinished(envelope: Envelope, isSearchAll: boolean): boolean {
 
 /** Compares two CERs without their meta, so a poll that changes nothing keeps the version. */
 function sameCer(a: CoverageEligibilityResponse, b: CoverageEligibilityResponse): boolean {
+  // Cheap differences first: a check's final CER is never compared as text with its queued one.
+  if (a.outcome !== b.outcome || a.disposition !== b.disposition) return false;
   const strip = ({ meta: _meta, ...rest }: CoverageEligibilityResponse) => JSON.stringify(rest);
   return strip(a) === strip(b);
 }
