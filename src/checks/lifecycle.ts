@@ -394,7 +394,8 @@ async function onEnvelope(check: Check, deps: LifecycleDeps, envelope: Envelope)
       // The same answer as the last poll (most polls of a task: its status changes a few times in
       // minutes): the stored CER was mapped from this very envelope and the same check, so only
       // the next poll is written (bench/README.md, figure 3). Past the timeout the full path
-      // runs, as the CER must then say the check is still running.
+      // runs, as the CER must then say the check is still running. (After a restart with another
+      // PUBLIC_BASE_URL, an interim CER keeps its old links until the envelope next changes.)
       await write(check, deps, {
         ...(check.pollFailures !== 0 ? { pollFailures: 0 } : {}),
         nextRunAt: now + deps.pollIntervalMs,

@@ -460,26 +460,29 @@ export class SqliteStore implements CheckStore {
       return;
     }
     const outcomes: Array<{ ok: true; value: unknown } | { ok: false; error: Error }> = [];
+    /** The error after which SQLite rolled the whole batch back itself (I/O, full disk). */
+    let batchLostTo: Error | undefined;
     try {
       this.db
         .transaction(() => {
           for (const item of batch) {
-            if (!this.db.inTransaction) {
-              // SQLite rolled the whole batch back after an error (I/O, full disk): nothing more
-              // runs outside it; the commit below fails and every write of the batch with it.
-              outcomes.push({ ok: false, error: new Error('the batch transaction was rolled back') });
+            if (batchLostTo) {
+              // Nothing more runs outside the batch; the commit below fails, and every write with it.
+              outcomes.push({ ok: false, error: batchLostTo });
               continue;
             }
             try {
               outcomes.push({ ok: true, value: item.work() });
             } catch (error) {
               outcomes.push({ ok: false, error: asError(error) });
+              if (!this.db.inTransaction) batchLostTo = asError(error);
             }
           }
         })
         .immediate();
     } catch (error) {
-      for (const item of batch) item.reject(asError(error));
+      // Every write of the batch fails with the cause (SQLITE_FULL, ...), not the failed COMMIT.
+      for (const item of batch) item.reject(batchLostTo ?? asError(error));
       return;
     }
     batch.forEach((item, index) => {

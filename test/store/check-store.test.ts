@@ -8,6 +8,7 @@ import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { CoverageEligibilityRequest, CoverageEligibilityResponse } from 'fhir/r4.js';
+import type Database from 'better-sqlite3';
 import pg from 'pg';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { openStore } from '../../src/checks/open-store.js';
@@ -841,6 +842,59 @@ describe('openStore', () => {
 describe('SqliteStore group commit', () => {
   // SQLite queues a turn's writes for one commit: close() commits them first. (The service
   // closes a store only after its steps ended, on either backend.)
+  it('writes that do not fit on a full disk fail with SQLITE_FULL and store nothing', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'group-full-'));
+    try {
+      const store = await openStore(`sqlite:${join(dir, 'adapter.db')}`);
+      await store.migrate();
+      await store.insert(newCheck());
+      // A full disk, as SQLite sees it: no page may be added to the file.
+      const db = (store as unknown as { db: Database.Database }).db;
+      db.pragma(`max_page_count = ${Number(db.pragma('page_count', { simple: true }))}`);
+      const big = (): NewCheck => {
+        const check = newCheck();
+        return { ...check, cer: { ...check.cer, disposition: 'x'.repeat(200_000) } };
+      };
+      const inputs = [big(), big(), big()];
+      const results = await Promise.allSettled(inputs.map((input) => store.insert(input)));
+      for (const result of results) {
+        expect(result.status).toBe('rejected');
+        if (result.status === 'rejected') expect(String(result.reason)).toMatch(/full/i);
+      }
+      db.pragma('max_page_count = 1073741823');
+      for (const input of inputs) expect(await store.get(input.tenantId, input.id)).toBeNull();
+      await store.close();
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it('a batch SQLite rolled back itself fails every write with the cause, none acknowledged', async () => {
+    const store = await openStore('sqlite::memory:');
+    await store.migrate();
+    const internals = store as unknown as {
+      db: Database.Database;
+      write<T>(work: () => T): Promise<T>;
+    };
+    const before = newCheck();
+    const after = newCheck();
+    const results = await Promise.allSettled([
+      store.insert(before),
+      // What SQLite does after some I/O errors: the whole transaction is gone.
+      internals.write(() => {
+        internals.db.exec('ROLLBACK');
+        throw new Error('disk I/O error');
+      }),
+      store.insert(after),
+    ]);
+    expect(results.map((r) => r.status)).toEqual(['rejected', 'rejected', 'rejected']);
+    for (const result of results)
+      if (result.status === 'rejected') expect(String(result.reason)).toContain('disk I/O error');
+    expect(await store.get(before.tenantId, before.id)).toBeNull();
+    expect(await store.get(after.tenantId, after.id)).toBeNull();
+    await store.close();
+  });
+
   it('a write queued before close is committed, not dropped', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'group-commit-'));
     try {

@@ -100,6 +100,9 @@ export function serviceCategories(): readonly ServiceCategory[] {
 
 export const DEFAULT_CURRENCY = table.defaultCurrency;
 
+/** categoryFor's answers by normalized label. */
+const categories = new Map<string, ServiceCategory>();
+
 /** The category of a portal label; "other" when nothing matches. */
 export function categoryFor(label: string | undefined): ServiceCategory {
   if (!label) return other;
@@ -113,8 +116,6 @@ export function categoryFor(label: string | undefined): ServiceCategory {
   }
   return category;
 }
-
-const categories = new Map<string, ServiceCategory>();
 
 /** A copay_details_to_fill block (Outpatient, Maternity, Specialization, Inpatient) from the table. */
 export function blockRule(name: string): { category?: ServiceCategory; referralGated?: boolean } {
