@@ -19,8 +19,7 @@ import { readSubmitBody } from '../src/mapping/request/submit-body.js';
 import { mapEnvelope, queuedCer } from '../src/mapping/response/index.js';
 import type { CerContext } from '../src/mapping/types.js';
 import { envelopeSchema } from '../src/upstream/envelope.js';
-import type { UpstreamTaskRequest } from '../src/upstream/envelope.js';
-import { eligibilityRequest } from '../test/support/requests.js';
+import { eligibilityRequest, upstreamTaskRequest } from '../test/support/requests.js';
 import { machine, pgSchema, record } from './lib.js';
 
 const CHECKS = Number(process.env.BENCH_CHECKS ?? 2000);
@@ -60,19 +59,7 @@ function context(id: string): CerContext {
 function newCheck(tenantId: string): NewCheck {
   const id = randomUUID();
   const ctx = context(id);
-  const upstreamRequest: UpstreamTaskRequest = {
-    emirates_id: '784-1990-0000001-1',
-    id_type: 'EMIRATESID',
-    phone: '0500000000',
-    practice_id: 'P-001',
-    tpa_name: 'DAMAN',
-    payerName: 'Daman',
-    visit_type: 'OUTPATIENT',
-    name: 'Test Patient',
-    doctorName: 'Dr Test',
-    user_id: 'u1',
-    extra_args: { title: 'x', value: 'y', request_start_time: Date.now() },
-  };
+  const upstreamRequest = upstreamTaskRequest('784-1990-0000001-1', Date.now());
   return {
     id,
     tenantId,

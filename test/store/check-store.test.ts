@@ -21,6 +21,7 @@ import type {
   NewCheck,
 } from '../../src/checks/store.js';
 import { SLOT_STATES } from '../../src/checks/store.js';
+import { upstreamTaskRequest } from '../support/requests.js';
 
 const PG_URL = process.env.TEST_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
 const T0 = Date.UTC(2025, 0, 1, 8, 0, 0);
@@ -72,19 +73,7 @@ function newCheck(spec: CheckSpec = {}): NewCheck {
     isSearchAll: false,
     patientKey: spec.patientKey === undefined ? 'urn:eid|784-1990-1234567-1' : spec.patientKey,
     request,
-    upstreamRequest: {
-      emirates_id: '784-1990-1234567-1',
-      id_type: 'EMIRATESID',
-      phone: '0500000000',
-      practice_id: 'P-001',
-      tpa_name: 'DAMAN',
-      payerName: 'Daman',
-      visit_type: 'OUTPATIENT',
-      name: 'Test Patient',
-      doctorName: 'Dr Test',
-      user_id: 'u1',
-      extra_args: { title: 'x', value: 'y', request_start_time: now },
-    },
+    upstreamRequest: upstreamTaskRequest('784-1990-1234567-1', now),
     state: spec.state ?? 'waiting',
     upstreamTaskId: null,
     upstreamStatus: null,

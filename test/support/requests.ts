@@ -2,6 +2,7 @@
  * Real-looking FHIR inputs for component tests, built the way an EHR would send them.
  */
 import type { CoverageEligibilityRequest, Organization, Patient } from 'fhir/r4.js';
+import type { UpstreamTaskRequest } from '../../src/upstream/envelope.js';
 
 const V2_0203 = 'http://terminology.hl7.org/CodeSystem/v2-0203';
 
@@ -68,4 +69,21 @@ export function eligibilityRequest(options: RequestOptions = {}): CoverageEligib
   if (identifierValue !== null)
     request.identifier = [{ system: 'urn:example:ehr:eligibility', value: identifierValue }];
   return request;
+}
+
+/** A create-task body as the request mapper writes it (store tests and benchmarks). */
+export function upstreamTaskRequest(emiratesId: string, startedAt: number): UpstreamTaskRequest {
+  return {
+    emirates_id: emiratesId,
+    id_type: 'EMIRATESID',
+    phone: '0500000000',
+    practice_id: 'P-001',
+    tpa_name: 'DAMAN',
+    payerName: 'Daman',
+    visit_type: 'OUTPATIENT',
+    name: 'Test Patient',
+    doctorName: 'Dr Test',
+    user_id: 'u1',
+    extra_args: { title: 'x', value: 'y', request_start_time: startedAt },
+  };
 }
