@@ -17,6 +17,7 @@ import { safeLabel } from '../log.js';
 import type { CerContext } from '../mapping/types.js';
 import {
   adapterErrorCer,
+  guardOf,
   mapEnvelope,
   outcomeRuleFor,
   queuedCer,
@@ -485,12 +486,7 @@ async function openGuard(
  */
 async function openSearchAllGuards(check: Check, deps: LifecycleDeps, envelope: Envelope) {
   for (const entry of envelope.aggregated_results ?? []) {
-    const kind =
-      entry.status === 'invalid_credentials'
-        ? 'credentials'
-        : entry.status === 'backoff'
-          ? 'backoff'
-          : undefined;
+    const kind = guardOf(entry.status);
     const payer = entry.tpa_name ?? entry.tpa ?? entry.data?.adjusted_tpa_name;
     // A payer code (guard key, log field, admin column), never free text.
     if (kind && payer && safeLabel(payer.trim()) !== 'other')

@@ -287,7 +287,6 @@ export const eligibilityResultSchema = z.looseObject({
 });
 export type EligibilityResult = z.infer<typeof eligibilityResultSchema>;
 
-/** One payer's answer in a search-all task. Fields beyond status/data/created_at are "not shown". */
 /**
  * One payer's data in a search-all: as strict as a single payer's where it decides (is_eligible
  * "true" is never read as eligible), but an odd entry costs that payer only, not the whole
@@ -300,6 +299,7 @@ const searchAllDataSchema = resultDataSchema
   .optional()
   .catch(null);
 
+/** One payer's answer in a search-all task. Fields beyond status/data/created_at are "not shown". */
 export const searchAllEntrySchema = z.looseObject({
   status: z.string(),
   data: searchAllDataSchema,

@@ -34,7 +34,7 @@ import {
   submitOutcome,
 } from '../../src/mapping/response/index.js';
 import type { CerContext } from '../../src/mapping/types.js';
-import type { Envelope, ResultData } from '../../src/upstream/envelope.js';
+import type { CopayDetail, Envelope, ResultData } from '../../src/upstream/envelope.js';
 import { envelopeSchema, parseLooseNumber } from '../../src/upstream/envelope.js';
 import { expectValidFhir } from '../support/fhir.js';
 
@@ -87,6 +87,19 @@ function fixtureFiles(): { name: string; dir: URL; file: string }[] {
 /** Every envelope fixture, parsed. */
 function allFixtures(): { name: string; envelope: Envelope }[] {
   return fixtureFiles().map(({ name, dir, file }) => ({ name, envelope: readEnvelope(dir, file) }));
+}
+
+/** A found, eligible answer whose only figures are these copay_details. */
+function eligibleWithCopays(taskId: string, copayDetails: CopayDetail[]): Envelope {
+  return {
+    task_id: taskId,
+    status: 'PROCESS_COMPLETE',
+    eligibility_result: {
+      status: 'found',
+      tpa_name: 'DAMAN',
+      data_dump: { data: { is_eligible: true, copay_analysis: { copay_details: copayDetails } } },
+    },
+  };
 }
 
 const isSearchAll = (e: Envelope) => e.is_search_all === true || Array.isArray(e.aggregated_results);
@@ -960,20 +973,7 @@ describe('conformance resources', () => {
     expect(toHl7?.element?.some((e) => e.code === 'physiotherapy')).toBe(false);
     // The map says what the mapper does: a label that is just a keyword gets that category.
     for (const element of toOwn?.element ?? []) {
-      const cer = cerOf({
-        task_id: 't',
-        status: 'PROCESS_COMPLETE',
-        eligibility_result: {
-          status: 'found',
-          tpa_name: 'DAMAN',
-          data_dump: {
-            data: {
-              is_eligible: true,
-              copay_analysis: { copay_details: [{ visit_type: element.code, copay_percentage: 10 }] },
-            },
-          },
-        },
-      });
+      const cer = cerOf(eligibleWithCopays('t', [{ visit_type: element.code, copay_percentage: 10 }]));
       const codes = cer.insurance?.[0]?.item?.[0]?.category?.coding?.map((c) => c.code);
       expect({ label: element.code, codes }).toEqual({
         label: element.code,
@@ -1376,40 +1376,25 @@ describe('found-eligible-rich: Coverage, benefit period, items and policy detail
   });
 
   it('gives a copay in another currency (copay_currency USD) as allowedMoney in that currency', () => {
-    const envelope: Envelope = {
-      task_id: 'task-usd',
-      status: 'PROCESS_COMPLETE',
-      eligibility_result: {
-        status: 'found',
-        tpa_name: 'DAMAN',
-        data_dump: {
-          data: {
-            is_eligible: true,
-            copay_analysis: {
-              copay_details: [
-                {
-                  visit_type: 'Consultation',
-                  coverage_status: 'Covered',
-                  copay_amount: 40,
-                  copay_max_amount: '200',
-                  copay_currency: 'USD',
-                  copay_max_scope: 'annual',
-                },
-                // Lower case is still an ISO 4217 code; a currency word is no code and is not guessed.
-                { visit_type: 'Laboratory', copay_amount: 15, copay_currency: 'eur' },
-                { visit_type: 'Radiology', copay_amount: 30, copay_currency: 'Dirham' },
-                // "Dhs" is how UAE portals write dirhams: AED. Three letters are not enough to be a code.
-                { visit_type: 'Dental', copay_amount: 35, copay_currency: 'Dhs' },
-                { visit_type: 'Optical', copay_amount: 45, copay_currency: 'Yes' },
-                // A decimal comma and an amount where a percentage belongs: kept as text, not read as 125 % or 50 %.
-                { visit_type: 'Physiotherapy', copay_percentage: '12,5%' },
-                { visit_type: 'Procedure', copay_percentage: 'AED 50' },
-              ],
-            },
-          },
-        },
+    const envelope = eligibleWithCopays('task-usd', [
+      {
+        visit_type: 'Consultation',
+        coverage_status: 'Covered',
+        copay_amount: 40,
+        copay_max_amount: '200',
+        copay_currency: 'USD',
+        copay_max_scope: 'annual',
       },
-    };
+      // Lower case is still an ISO 4217 code; a currency word is no code and is not guessed.
+      { visit_type: 'Laboratory', copay_amount: 15, copay_currency: 'eur' },
+      { visit_type: 'Radiology', copay_amount: 30, copay_currency: 'Dirham' },
+      // "Dhs" is how UAE portals write dirhams: AED. Three letters are not enough to be a code.
+      { visit_type: 'Dental', copay_amount: 35, copay_currency: 'Dhs' },
+      { visit_type: 'Optical', copay_amount: 45, copay_currency: 'Yes' },
+      // A decimal comma and an amount where a percentage belongs: kept as text, not read as 125 % or 50 %.
+      { visit_type: 'Physiotherapy', copay_percentage: '12,5%' },
+      { visit_type: 'Procedure', copay_percentage: 'AED 50' },
+    ]);
     const cer = cerOf(envelope);
     expectValidFhir(cer);
     const items = cer.insurance?.[0]?.item ?? [];

@@ -116,6 +116,11 @@ export function ruleOf(key: OutcomeKey): OutcomeRule {
   return byKey.get(key) as OutcomeRule; // every key has a row: checked when the table loads
 }
 
+/** The payer-account guard an upstream outcome opens (the table's `guard`), for a search-all entry's status too. */
+export function guardOf(outcome: string): OutcomeRule['guard'] {
+  return byKey.get(outcome)?.guard;
+}
+
 /** True for a search-all entry status that means the payer found the member (found, member_found). */
 export function isFoundStatus(status: string): boolean {
   return table.searchAll.foundStatuses.includes(status);
