@@ -4,20 +4,84 @@
  * binding http://hl7.org/fhir/ValueSet/issue-type (https://hl7.org/fhir/R4/valueset-issue-type.html).
  */
 import type { OperationOutcome, OperationOutcomeIssue } from 'fhir/r4.js';
+import { echo, fhirString, truncate } from './text.js';
 
 export type IssueType = OperationOutcomeIssue['code'];
 export type IssueSeverity = OperationOutcomeIssue['severity'];
 
 /** An OperationOutcome carried with its HTTP status. Thrown from deep helpers, caught once in the shell. */
 export class OperationOutcomeError extends Error {
+  readonly outcome: OperationOutcome;
+
   constructor(
-    readonly outcome: OperationOutcome,
+    outcome: OperationOutcome,
     readonly status: number,
     readonly headers: Record<string, string> = {},
   ) {
-    super(outcome.issue[0]?.details?.text ?? outcome.issue[0]?.diagnostics ?? 'OperationOutcome');
+    const bounded = boundOutcome(outcome);
+    super(bounded.issue[0]?.details?.text ?? bounded.issue[0]?.diagnostics ?? 'OperationOutcome');
+    this.outcome = bounded;
     this.name = 'OperationOutcomeError';
   }
+}
+
+/** What one error answer may cost, whatever the input (docs/input-limits.md). */
+export const OUTCOME_LIMITS = {
+  /** Issues per OperationOutcome; past it, one more issue says how many were left out. */
+  issues: 100,
+  /** Characters of one `details.text` or `diagnostics`. */
+  textChars: 500,
+  /** Characters of one `expression`, and expressions per issue. */
+  expressionChars: 200,
+  expressions: 5,
+} as const;
+
+/** The most characters a bounded OperationOutcome can hold: its texts, expressions and their JSON. */
+export const OUTCOME_MAX_CHARS =
+  OUTCOME_LIMITS.issues *
+  (2 * OUTCOME_LIMITS.textChars + OUTCOME_LIMITS.expressions * OUTCOME_LIMITS.expressionChars + 200);
+
+/**
+ * The OperationOutcome as it may be sent: at most OUTCOME_LIMITS.issues issues (the last one
+ * counting the rest), every text a valid FHIR string of bounded length. Every error answer of the
+ * service passes through here (the OperationOutcomeError constructor), so no input can make an
+ * answer large or invalid.
+ */
+export function boundOutcome(outcome: OperationOutcome): OperationOutcome {
+  const max = OUTCOME_LIMITS.issues;
+  const kept = outcome.issue.length > max ? outcome.issue.slice(0, max - 1) : outcome.issue;
+  const issues = kept.map(boundIssue);
+  if (outcome.issue.length > max) {
+    issues.push({
+      severity: 'error',
+      code: 'too-costly',
+      details: { text: `${outcome.issue.length - kept.length} more issues were left out` },
+    });
+  }
+  return { ...outcome, issue: issues };
+}
+
+function boundIssue(issue: OperationOutcomeIssue): OperationOutcomeIssue {
+  const bounded: OperationOutcomeIssue = { ...issue };
+  const text = boundText(issue.details?.text, OUTCOME_LIMITS.textChars);
+  if (issue.details) {
+    const { text: _old, ...details } = issue.details;
+    bounded.details = text ? { ...details, text } : details;
+    if (Object.keys(bounded.details).length === 0) delete bounded.details;
+  }
+  const diagnostics = boundText(issue.diagnostics, OUTCOME_LIMITS.textChars);
+  if (diagnostics) bounded.diagnostics = diagnostics;
+  else delete bounded.diagnostics;
+  const expressions = (issue.expression ?? [])
+    .slice(0, OUTCOME_LIMITS.expressions)
+    .flatMap((e) => boundText(e, OUTCOME_LIMITS.expressionChars) ?? []);
+  if (expressions.length > 0) bounded.expression = expressions;
+  else delete bounded.expression;
+  return bounded;
+}
+
+function boundText(text: string | undefined, max: number): string | undefined {
+  return text === undefined ? undefined : fhirString(truncate(text, max));
 }
 
 /** Builds an OperationOutcome with one issue. */
@@ -36,9 +100,9 @@ export function outcome(
   return { resourceType: 'OperationOutcome', issue: [issue] };
 }
 
-/** An OperationOutcome with several issues (validator output). */
+/** An OperationOutcome with several issues (validator output), bounded as every error answer is. */
 export function outcomeOf(issues: OperationOutcomeIssue[]): OperationOutcome {
-  return { resourceType: 'OperationOutcome', issue: issues };
+  return boundOutcome({ resourceType: 'OperationOutcome', issue: issues });
 }
 
 export const allOk = (text = 'All OK'): OperationOutcome =>
@@ -70,11 +134,17 @@ export const tooManyRequests = (
   new OperationOutcomeError(outcome('throttled', text), 429, { 'Retry-After': String(retryAfterSeconds) });
 
 export const payloadTooLarge = (limit: string): OperationOutcomeError =>
-  new OperationOutcomeError(outcome('too-costly', `The request body is larger than the ${limit} limit`), 413);
+  new OperationOutcomeError(
+    outcome('too-costly', `The request body is larger than the ${limit} limit`, { expression: ['$this'] }),
+    413,
+  );
 
 export const unsupportedMediaType = (contentType: string): OperationOutcomeError =>
   new OperationOutcomeError(
-    outcome('not-supported', `Content type '${contentType}' is not supported; send application/fhir+json`),
+    outcome(
+      'not-supported',
+      `Content type ${echo(contentType)} is not supported; send application/fhir+json`,
+    ),
     415,
   );
 

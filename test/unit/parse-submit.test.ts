@@ -577,7 +577,7 @@ describe('parseSubmit: 422 for valid FHIR that lacks what a check needs', () => 
       expression: ['CoverageEligibilityRequest.facility'],
     });
     expect(error.outcome.issue[0]?.details?.text).toBe(
-      'The facility reference #nope names no contained resource',
+      'The facility reference "#nope" names no contained resource',
     );
     expectValidFhir(error.outcome);
   });

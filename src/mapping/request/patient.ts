@@ -70,7 +70,8 @@ function fromEmiratesId({ identifier, path }: Candidate): PatientIdentity {
   const value = normalizeEmiratesId(identifier.value ?? '');
   if (!value)
     throw unprocessable(
-      `The Emirates ID "${identifier.value ?? ''}" is not valid: it must have 15 digits starting with 784 (784-YYYY-NNNNNNN-C).`,
+      // The value is patient data: the expression names it, the text never repeats it.
+      'The Emirates ID is not valid: it must have 15 digits starting with 784 (784-YYYY-NNNNNNN-C).',
       path,
       'value',
     );

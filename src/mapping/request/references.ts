@@ -7,6 +7,7 @@
  */
 import type { BundleEntry, FhirResource, Identifier, Reference, Resource } from 'fhir/r4.js';
 import { OperationOutcomeError, outcome, unprocessable, type IssueType } from '../../fhir/outcomes.js';
+import { echo } from '../../fhir/text.js';
 import { ReferenceResolutionError, type ReferenceResolver } from './resolver.js';
 import { list } from './submit-body.js';
 
@@ -68,13 +69,13 @@ export async function resolveReference(
   if (found) return checked({ kind: 'resource', ...found }, element);
   if (literal.startsWith('#'))
     throw unprocessable(
-      `The ${element.label} reference ${literal} names no contained resource`,
+      `The ${element.label} reference ${echo(literal)} names no contained resource`,
       element.path,
       'not-found',
     );
   if (context.bundle && /^urn:(uuid|oid):/.test(literal))
     throw unprocessable(
-      `The ${element.label} reference ${literal} matches no Bundle entry fullUrl`,
+      `The ${element.label} reference ${echo(literal)} matches no Bundle entry fullUrl`,
       element.path,
       'not-found',
     );
@@ -82,7 +83,7 @@ export async function resolveReference(
     // A literal reference also carrying an identifier can still be used logically.
     if (ref.identifier) return logical(ref, element);
     throw unprocessable(
-      `The ${element.label} is given as a reference to another system (${literal}). Send it contained, in a Bundle, or as an identifier: looking up literal references needs SOURCE_FHIR_BASE_URL, which is not configured`,
+      `The ${element.label} is given as a reference to another system (${echo(literal)}). Send it contained, in a Bundle, or as an identifier: looking up literal references needs SOURCE_FHIR_BASE_URL, which is not configured`,
       element.path,
       'not-supported',
     );
@@ -210,7 +211,7 @@ function resolutionFailure(error: unknown, literal: string, element: Element): O
   const diagnostics =
     error instanceof ReferenceResolutionError ? `${error.reason}: ${error.message}` : 'resolver failed';
   return new OperationOutcomeError(
-    outcome(row.code, row.text(element.label, literal), { expression: [element.path], diagnostics }),
+    outcome(row.code, row.text(element.label, echo(literal)), { expression: [element.path], diagnostics }),
     422,
   );
 }

@@ -7,6 +7,7 @@
  */
 import type { BundleEntry, CoverageEligibilityRequest, FhirResource } from 'fhir/r4.js';
 import { badRequest, OperationOutcomeError, outcomeOf, structureError } from '../../fhir/outcomes.js';
+import { echo } from '../../fhir/text.js';
 import { validateFhir } from '../../fhir/validator.js';
 
 /** A submitted request and where it sits in the body. */
@@ -37,13 +38,13 @@ export function readSubmitBody(body: unknown): SubmitBody {
   const resourceType = (body as { resourceType?: unknown }).resourceType;
   if (!isShape(resourceType))
     throw badRequest(
-      `Expected ${SHAPES}; got ${typeof resourceType === 'string' ? resourceType : 'no resourceType'}`,
+      `Expected ${SHAPES}; got ${typeof resourceType === 'string' ? echo(resourceType) : 'no resourceType'}`,
       'resourceType',
     );
   // Checked before validation so a transaction Bundle is told its type, not a bdl-3 invariant.
   const bundleType = (body as { type?: unknown }).type;
   if (resourceType === 'Bundle' && typeof bundleType === 'string' && bundleType !== 'collection')
-    throw badRequest(`The Bundle must be of type collection; got ${bundleType}`, 'Bundle.type');
+    throw badRequest(`The Bundle must be of type collection; got ${echo(bundleType)}`, 'Bundle.type');
   const { valid, issues } = validateFhir(body, { containedMustBeReferenced: false });
   if (!valid) throw new OperationOutcomeError(outcomeOf(issues), 400);
   return unwrap(body as FhirResource, resourceType);
@@ -57,7 +58,7 @@ function unwrap(resource: FhirResource, path: string): SubmitBody {
   if (resource.resourceType === 'CoverageEligibilityRequest') return { request: resource, path };
   if (resource.resourceType === 'Bundle') return fromBundle(resource.type, list(resource.entry), path);
   if (resource.resourceType !== 'Parameters' || path !== 'Parameters')
-    throw badRequest(`Expected ${SHAPES}; got ${resource.resourceType}`, `${path}.resourceType`);
+    throw badRequest(`Expected ${SHAPES}; got ${echo(resource.resourceType)}`, `${path}.resourceType`);
   const parameters = list(resource.parameter);
   const index = parameters.findIndex((p) => p.name === 'resource');
   const inner = parameters[index]?.resource as FhirResource | undefined;
@@ -69,7 +70,7 @@ function unwrap(resource: FhirResource, path: string): SubmitBody {
   const innerPath = `Parameters.parameter[${index}].resource`;
   if (inner.resourceType !== 'CoverageEligibilityRequest' && inner.resourceType !== 'Bundle')
     throw badRequest(
-      `The resource parameter must hold a CoverageEligibilityRequest or a Bundle; got ${inner.resourceType}`,
+      `The resource parameter must hold a CoverageEligibilityRequest or a Bundle; got ${echo(inner.resourceType)}`,
       `${innerPath}.resourceType`,
     );
   return unwrap(inner, innerPath);
@@ -77,7 +78,7 @@ function unwrap(resource: FhirResource, path: string): SubmitBody {
 
 function fromBundle(type: string, entries: readonly BundleEntry[], path: string): SubmitBody {
   if (type !== 'collection')
-    throw badRequest(`The Bundle must be of type collection; got ${type}`, `${path}.type`);
+    throw badRequest(`The Bundle must be of type collection; got ${echo(type)}`, `${path}.type`);
   const found = entries.flatMap((entry, index) =>
     entry.resource?.resourceType === 'CoverageEligibilityRequest'
       ? [{ request: entry.resource as CoverageEligibilityRequest, index }]

@@ -6,6 +6,7 @@
  */
 import type { CoverageEligibilityRequest } from 'fhir/r4.js';
 import { unprocessable } from '../../fhir/outcomes.js';
+import { echo } from '../../fhir/text.js';
 import { DEFAULT_VISIT_TYPE, visitTypeOf, type VisitType } from './tables.js';
 import { list } from './submit-body.js';
 
@@ -25,7 +26,7 @@ export function visitOf(request: CoverageEligibilityRequest, requestPath: string
     if (!known) {
       const codes = codings.map((c) => `${c.system ?? ''}|${c.code ?? ''}`).join(', ');
       throw unprocessable(
-        `The service category ${codes || item.category.text || '(empty)'} is not one the adapter can check. Use an ex-benefitcategory code such as 3 (Consultation) or 69 (Maternity).`,
+        `The service category ${echo(codes || item.category.text || '(empty)')} is not one the adapter can check. Use an ex-benefitcategory code such as 3 (Consultation) or 69 (Maternity).`,
         `${requestPath}.item[${index}].category`,
         'value',
       );
