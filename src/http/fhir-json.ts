@@ -18,10 +18,10 @@ import {
   unsupportedMediaType,
 } from '../fhir/outcomes.js';
 import type { FhirAnswer } from '../fhir/types.js';
+import { checkParsedLimits, checkRawDepth, INPUT_LIMITS } from './input-limits.js';
 import { routeOf } from './middleware.js';
 
 export const FHIR_JSON = 'application/fhir+json';
-export const BODY_LIMIT = '1mb';
 
 const JSON_FORMATS = new Set(['json', FHIR_JSON, 'application/json', 'application/json+fhir']);
 
@@ -45,12 +45,17 @@ export const negotiate: RequestHandler = (req, _res, next) => {
 };
 
 const jsonParser = express.json({
-  limit: BODY_LIMIT,
+  limit: INPUT_LIMITS.bodyBytes,
   strict: false,
   type: [FHIR_JSON, 'application/json', 'application/*+json'],
+  // Before JSON.parse: a deeply nested body is refused on a scan of its bytes.
+  verify: (_req, _res, raw) => checkRawDepth(raw),
 });
 
-/** Parses a FHIR JSON body; a body of any other content type is 415. */
+/**
+ * Parses a FHIR JSON body within the input limits (src/http/input-limits.ts); a body of any other
+ * content type is 415.
+ */
 export const fhirBody: RequestHandler = (req, res, next) => {
   const length = Number(req.headers['content-length'] ?? '0');
   const hasBody = length > 0 || req.headers['transfer-encoding'] !== undefined;
@@ -58,7 +63,19 @@ export const fhirBody: RequestHandler = (req, res, next) => {
     next(unsupportedMediaType(String(req.headers['content-type'] ?? 'none')));
     return;
   }
-  jsonParser(req, res, next);
+  jsonParser(req, res, (error?: unknown) => {
+    if (error !== undefined) {
+      next(error);
+      return;
+    }
+    try {
+      checkParsedLimits(req.body);
+    } catch (limitError) {
+      next(limitError);
+      return;
+    }
+    next();
+  });
 };
 
 /** Writes a FHIR resource with the FHIR JSON content type. */
@@ -101,8 +118,10 @@ function toOutcomeError(error: unknown, req: Request): OperationOutcomeError | n
   switch (e?.type) {
     case 'entity.parse.failed':
       return structureError('The request body is not valid JSON', '$this');
+    case 'entity.too.deep':
+      return structureError(`The JSON is nested more than ${INPUT_LIMITS.depth} levels deep`, '$this');
     case 'entity.too.large':
-      return payloadTooLarge(BODY_LIMIT);
+      return payloadTooLarge(`${INPUT_LIMITS.bodyBytes / 1024 / 1024} MiB`);
     case 'encoding.unsupported':
     case 'charset.unsupported':
       return unsupportedMediaType(String(req.headers['content-type']));
