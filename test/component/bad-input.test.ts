@@ -188,6 +188,139 @@ describe('bad input to $submit', () => {
   });
 });
 
+/** Posts a body as FHIR JSON; returns the status, the parsed body and the answer's size in bytes. */
+async function submitRaw(body: unknown): Promise<{ status: number; body: Outcome; bytes: number }> {
+  const res = await request(h.url)
+    .post(SUBMIT)
+    .set(h.auth)
+    .set('Content-Type', FHIR_JSON)
+    .send(typeof body === 'string' ? body : JSON.stringify(body));
+  return { status: res.status, body: res.body as Outcome, bytes: Buffer.byteLength(res.text) };
+}
+
+describe('hostile input costs nothing: small, valid answers', () => {
+  // Reproduction 1: a string where a Reference belongs was read character by character
+  // (70,000 issues, 10.9 MB); at 300,000 characters the stack overflowed (500).
+  it.each([
+    ['insurer', 70_000],
+    ['provider', 70_000],
+    ['patient', 70_000],
+    ['insurer', 60_000],
+    ['patient', 60_000],
+    ['insurer', 300_000],
+  ])('%s as a %i-character string -> 400 with one issue at that element', async (element, length) => {
+    const res = await submitRaw({ ...eligibilityRequest(), [element]: 'x'.repeat(length) });
+    expect(res.status).toBe(400);
+    expectOutcome(res.body, 400, { expression: `CoverageEligibilityRequest.${element}` });
+    expect(res.body.issue).toHaveLength(1);
+    expect(res.bytes).toBeLessThan(1000);
+  });
+
+  it('a number, an array or a boolean where a Reference belongs -> 400 naming it', async () => {
+    for (const value of [5, [{ reference: '#payer' }], true]) {
+      const res = await submitRaw({ ...eligibilityRequest(), insurer: value });
+      expect(res.status, JSON.stringify(value)).toBe(400);
+      expectOutcome(res.body, 400, { expression: 'CoverageEligibilityRequest.insurer' });
+    }
+  });
+
+  // Reproduction 2: a wrong status value came back whole in details.text.
+  it.each([70_000, 5_000])('a wrong %i-character status is not echoed back whole', async (length) => {
+    const res = await submitRaw({ ...eligibilityRequest(), status: 's'.repeat(length) });
+    expect(res.status).toBe(400);
+    expectOutcome(res.body, 400, { expression: 'CoverageEligibilityRequest.status' });
+    expect(res.bytes).toBeLessThan(1000);
+    expect(JSON.stringify(res.body)).not.toContain('s'.repeat(50));
+  });
+
+  // Reproduction 3: input text copied unchanged into an answer made it invalid FHIR.
+  it.each([
+    ['a control character', 'bo\u0000gus\u0007'],
+    ['a lone surrogate', 'x\ud800y'],
+    ['only white space', '\u00a0 \t'],
+    ['an escape sequence', '\u001b[31mred'],
+  ])('a wrong status holding %s -> a valid OperationOutcome', async (_what, status) => {
+    const res = await submitRaw({ ...eligibilityRequest(), status });
+    expect(res.status).toBe(400);
+    expectOutcome(res.body, 400, { expression: 'CoverageEligibilityRequest.status' });
+  });
+
+  it('the same for a wrong resourceType and Bundle.type, which are echoed', async () => {
+    const wrongType = await submitRaw({ resourceType: `Pat\u0000ient${'x'.repeat(5000)}` });
+    expect(wrongType.status).toBe(400);
+    expectOutcome(wrongType.body, 400, { expression: 'resourceType' });
+    expect(wrongType.bytes).toBeLessThan(1000);
+    const bundle = await submitRaw({ resourceType: 'Bundle', type: `\u0001${'t'.repeat(5000)}` });
+    expect(bundle.status).toBe(400);
+    expectOutcome(bundle.body, 400, { expression: 'Bundle.type' });
+    expect(bundle.bytes).toBeLessThan(1000);
+  });
+
+  it('an invalid Emirates ID is named by its element, never repeated (it is patient data)', async () => {
+    const res = await submitRaw(eligibilityRequest({ emiratesId: '784-1990-99887' }));
+    expect(res.status).toBe(422);
+    expectOutcome(res.body, 422, { expression: 'CoverageEligibilityRequest.contained[0].identifier[0]' });
+    expect(JSON.stringify(res.body)).not.toContain('99887');
+  });
+
+  it('at most 100 issues; the last says how many were left out', async () => {
+    const unknown = Object.fromEntries(Array.from({ length: 250 }, (_, i) => [`unknown${i}`, i]));
+    const res = await submitRaw({ ...eligibilityRequest(), ...unknown });
+    expect(res.status).toBe(400);
+    expectOutcome(res.body, 400, {});
+    expect(res.body.issue).toHaveLength(100);
+    expect(res.body.issue[99]?.details?.text).toBe('151 more issues were left out');
+    expect(res.body.issue[99]?.code).toBe('too-costly');
+  });
+});
+
+describe('input limits, checked before the work', () => {
+  it('nesting deeper than 32 -> 400 before parsing, however deep', async () => {
+    for (const depth of [33, 100_000]) {
+      const res = await submitRaw(
+        `{"resourceType":"CoverageEligibilityRequest","x":${'['.repeat(depth)}${']'.repeat(depth)}}`,
+      );
+      expect(res.status, String(depth)).toBe(400);
+      expectOutcome(res.body, 400, { code: 'structure', expression: '$this' });
+      expect(res.body.issue[0]?.details?.text).toContain('32 levels');
+    }
+  });
+
+  it('brackets inside strings do not count as nesting', async () => {
+    const res = await submitRaw({
+      ...eligibilityRequest(),
+      text: undefined,
+      implicitRules: '[[[['.repeat(20),
+    });
+    expect(res.body.issue?.[0]?.details?.text ?? '').not.toContain('levels');
+  });
+
+  it('an array of more than 1000 items -> 400 too-costly at that array', async () => {
+    const res = await submitRaw({
+      ...eligibilityRequest(),
+      purpose: Array.from({ length: 1001 }, () => 'benefits'),
+    });
+    expect(res.status).toBe(400);
+    expectOutcome(res.body, 400, { code: 'too-costly', expression: 'CoverageEligibilityRequest.purpose' });
+  });
+
+  it('a string longer than 64 K characters -> 400 too-costly at that string', async () => {
+    const res = await submitRaw({ ...eligibilityRequest(), created: '2'.repeat(70_000) });
+    expect(res.status).toBe(400);
+    expectOutcome(res.body, 400, { code: 'too-costly', expression: 'CoverageEligibilityRequest.created' });
+  });
+
+  it('a property name that is no FHIR element name -> 400 at its object, the name not repeated', async () => {
+    for (const key of ['__proto__', 'a b', 'k'.repeat(100), '']) {
+      const body = `{"resourceType":"CoverageEligibilityRequest","insurer":{${JSON.stringify(key)}:{"a":1}}}`;
+      const res = await submitRaw(body);
+      expect(res.status, key).toBe(400);
+      expectOutcome(res.body, 400, { code: 'structure', expression: 'CoverageEligibilityRequest.insurer' });
+      if (key.length > 3) expect(JSON.stringify(res.body)).not.toContain(key);
+    }
+  });
+});
+
 describe('content negotiation', () => {
   it('$submit with Content-Type application/json is served like application/fhir+json', async () => {
     const res = await request(h.url)
