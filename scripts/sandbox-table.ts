@@ -1,8 +1,8 @@
 /**
- * Renders the sandbox scenario table (src/upstream/sandbox/scenarios.ts) into README.md between
- * the `sandbox-scenarios` markers, so the README cannot drift from what the sandbox does.
- *   npm run docs:sandbox            rewrite README.md
- * test/unit/readme.test.ts fails when the README is out of date.
+ * Renders the sandbox scenario table (src/upstream/sandbox/scenarios.ts) into docs/sandbox.md
+ * between the `sandbox-scenarios` markers, so the docs cannot drift from what the sandbox does.
+ *   npm run docs:sandbox            rewrite docs/sandbox.md
+ * test/unit/readme.test.ts fails when docs/sandbox.md is out of date.
  */
 import { readFileSync, writeFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
@@ -12,7 +12,8 @@ import {
   SCENARIOS,
 } from '../src/upstream/sandbox/scenarios.js';
 
-export const README = fileURLToPath(new URL('../README.md', import.meta.url));
+/** The file that holds the generated table. */
+export const SANDBOX_DOC = fileURLToPath(new URL('../docs/sandbox.md', import.meta.url));
 const START = '<!-- sandbox-scenarios:start -->';
 const END = '<!-- sandbox-scenarios:end -->';
 
@@ -29,12 +30,6 @@ export function scenarioBlock(): string {
   return [
     START,
     '',
-    '### Sandbox scenarios',
-    '',
-    'The built-in sandbox picks the upstream behaviour from the patient identifier (the seven-digit',
-    'serial of an Emirates ID, or the last seven digits of a card number) and the payer code. Put the',
-    'identifier in the example request above to try each one. Timings and fault injection: `docs/sandbox.md`.',
-    '',
     '| identifier | payer | scenario | what you will see upstream |',
     '| --- | --- | --- | --- |',
     ...rows,
@@ -43,15 +38,14 @@ export function scenarioBlock(): string {
   ].join('\n');
 }
 
-/** README text with the block replaced (or inserted at the old single marker). */
-export function renderReadme(readme: string): string {
-  const start = readme.indexOf(START);
-  const end = readme.indexOf(END);
-  if (start >= 0 && end > start)
-    return readme.slice(0, start) + scenarioBlock() + readme.slice(end + END.length);
-  return readme.replace('<!-- sandbox-scenarios -->', scenarioBlock());
+/** The document's text with the block replaced (or inserted at the old single marker). */
+export function renderSandboxDoc(doc: string): string {
+  const start = doc.indexOf(START);
+  const end = doc.indexOf(END);
+  if (start >= 0 && end > start) return doc.slice(0, start) + scenarioBlock() + doc.slice(end + END.length);
+  return doc.replace('<!-- sandbox-scenarios -->', scenarioBlock());
 }
 
 if (process.argv[1] === fileURLToPath(import.meta.url)) {
-  writeFileSync(README, renderReadme(readFileSync(README, 'utf8')));
+  writeFileSync(SANDBOX_DOC, renderSandboxDoc(readFileSync(SANDBOX_DOC, 'utf8')));
 }
