@@ -21,9 +21,10 @@ import type {
   NewCheck,
 } from '../../src/checks/store.js';
 import { SLOT_STATES } from '../../src/checks/store.js';
+import { testDatabaseUrl } from '../support/postgres.js';
 import { upstreamTaskRequest } from '../support/requests.js';
 
-const PG_URL = process.env.TEST_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
+const PG_URL = testDatabaseUrl();
 const T0 = Date.UTC(2025, 0, 1, 8, 0, 0);
 const LEASE_MS = 30_000;
 
@@ -166,7 +167,7 @@ function postgresBackend(): Backend {
       } catch (error) {
         throw new Error(
           `PostgreSQL is unreachable at ${PG_URL} (${error instanceof Error ? error.message : String(error)}). ` +
-            'The store tests need it: start PostgreSQL (user postgres, trust auth, database test) or set TEST_DATABASE_URL.',
+            'The store tests need it (the global setup test/support/postgres-global-setup.ts picks it).',
         );
       } finally {
         await client.end().catch(() => undefined);
