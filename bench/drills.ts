@@ -25,9 +25,9 @@
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { openStore } from '../src/checks/open-store.js';
-import { isAnswered } from '../src/checks/store.js';
-import type { CerOutcome, CheckState } from '../src/checks/store.js';
+import { openStore } from '../src/checks/store/open.js';
+import { isAnswered } from '../src/checks/store/check-store.js';
+import type { CerOutcome, CheckState } from '../src/checks/store/check-store.js';
 import type { BenchUpstream } from './upstream.js';
 import { startBenchUpstream } from './upstream.js';
 import type { ServiceProcess, Submitted } from './lib.js';

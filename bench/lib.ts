@@ -283,7 +283,7 @@ export function checksByState(metricsText: string): Record<string, number> {
 /**
  * Checks that have their answer, from a /metrics text: done, or ended early while the row still
  * holds its tenant slot (an ambiguous create-task keeps `creating` for one check timeout, with an
- * error CER already given). The same rule as `isAnswered` in src/checks/store.ts.
+ * error CER already given). The same rule as `isAnswered` in src/checks/store/check-store.ts.
  */
 export function answeredChecks(metricsText: string): number {
   let total = 0;

@@ -2,7 +2,7 @@
  * Entry point of the operator command: `npm run admin -- guards | reset-guard <tenant> <payer> | stuck`.
  */
 import { runAdmin } from './admin.js';
-import { openStore } from './checks/open-store.js';
+import { openStore } from './checks/store/open.js';
 import { createLogger } from './log.js';
 
 const store = await openStore(process.env.DATABASE_URL ?? 'sqlite:data/adapter.db');

@@ -7,7 +7,7 @@
  *
  * Reads DATABASE_URL like the service. Every reset writes an audit log line.
  */
-import type { CheckStore } from './checks/store.js';
+import type { CheckStore } from './checks/store/check-store.js';
 import type { Logger } from './log.js';
 import { safeLabel } from './log.js';
 

@@ -3,7 +3,7 @@
  * (patterns, not URLs), upstream endpoints, statuses and outcomes only.
  */
 import client from 'prom-client';
-import type { CheckStore } from './checks/store.js';
+import type { CheckStore } from './checks/store/check-store.js';
 import type { LifecycleEvent } from './checks/lifecycle.js';
 import type { UpstreamPort, UpstreamResult } from './checks/upstream-port.js';
 import { describeFailure } from './checks/upstream-port.js';

@@ -28,8 +28,8 @@ import type { Envelope } from '../upstream/envelope.js';
 import { envelopeSchema, isTerminalStatus } from '../upstream/envelope.js';
 import { adapterError } from './adapter-errors.js';
 import type { AdapterErrorCode } from './adapter-errors.js';
-import { guardPayer, guardRefusal } from './store.js';
-import type { Check, CheckPatch, CheckStore } from './store.js';
+import { guardPayer, guardRefusal } from './store/check-store.js';
+import type { Check, CheckPatch, CheckStore } from './store/check-store.js';
 import { describeFailure } from './upstream-port.js';
 import type { UpstreamFailure, UpstreamPort } from './upstream-port.js';
 

@@ -12,8 +12,8 @@ import type { AdapterErrorCode } from './adapter-errors.js';
 import { cerContext } from './lifecycle.js';
 import type { LifecycleEvent } from './lifecycle.js';
 import type { Scheduler } from './scheduler.js';
-import { guardRefusal, isAnswered } from './store.js';
-import type { Check, CheckStore, NewCheck } from './store.js';
+import { guardRefusal, isAnswered } from './store/check-store.js';
+import type { Check, CheckStore, NewCheck } from './store/check-store.js';
 
 export interface CheckServiceOptions {
   baseUrl: string;

@@ -4,7 +4,7 @@
  * the CER with outcome = error stays stored at the Location URL.
  */
 import type { CoverageEligibilityResponse, OperationOutcome } from 'fhir/r4.js';
-import type { Check } from '../checks/store.js';
+import type { Check } from '../checks/store/check-store.js';
 import { findAdapterError } from '../checks/adapter-errors.js';
 import { isFinished } from '../checks/lifecycle.js';
 import { outcomeRuleFor, submitOutcome } from '../mapping/response/index.js';

@@ -11,7 +11,7 @@ import type { CoverageEligibilityRequest, CoverageEligibilityResponse } from 'fh
 import type Database from 'better-sqlite3';
 import pg from 'pg';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { openStore } from '../../src/checks/open-store.js';
+import { openStore } from '../../src/checks/store/open.js';
 import type {
   CerOutcome,
   Check,
@@ -19,8 +19,8 @@ import type {
   CheckStore,
   ClaimOptions,
   NewCheck,
-} from '../../src/checks/store.js';
-import { SLOT_STATES } from '../../src/checks/store.js';
+} from '../../src/checks/store/check-store.js';
+import { SLOT_STATES } from '../../src/checks/store/check-store.js';
 import { testDatabaseUrl } from '../support/postgres.js';
 import { upstreamTaskRequest } from '../support/requests.js';
 

@@ -7,8 +7,8 @@
  */
 import { mkdir } from 'node:fs/promises';
 import { dirname } from 'node:path';
-import { SqliteStore } from './sqlite-store.js';
-import type { CheckStore } from './store.js';
+import { SqliteStore } from './sqlite.js';
+import type { CheckStore } from './check-store.js';
 
 export interface OpenStoreOptions {
   /** PostgreSQL only: the schema for the tables (a unique one per test run). */
@@ -25,7 +25,7 @@ export async function openStore(databaseUrl: string, options: OpenStoreOptions =
   }
   if (/^postgres(ql)?:\/\//.test(databaseUrl)) {
     // Loaded only when used: the pg driver is not on an SQLite service's start-up path.
-    const { PostgresStore } = await import('./postgres-store.js');
+    const { PostgresStore } = await import('./postgres.js');
     return new PostgresStore(databaseUrl, options.schema ? { schema: options.schema } : {});
   }
   // Only the scheme is named: the rest of the URL may carry a password.

@@ -16,7 +16,7 @@ import type {
   NewCheck,
   SearchFilters,
   StoredCer,
-} from './store.js';
+} from './check-store.js';
 import {
   OVERDUE_LIMIT,
   Params,
@@ -35,8 +35,8 @@ import {
   rowToGuard,
   searchWhere,
   text,
-} from './store-rows.js';
-import type { ClaimCandidate, Dialect, Row } from './store-rows.js';
+} from './rows.js';
+import type { ClaimCandidate, Dialect, Row } from './rows.js';
 
 const dialect: Dialect = {
   placeholder: (n) => `$${n}`,

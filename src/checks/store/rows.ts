@@ -4,8 +4,8 @@
  * stores (placeholders, JSON and boolean encoding), so that is passed in, never copied.
  */
 import type { CoverageEligibilityRequest, CoverageEligibilityResponse } from 'fhir/r4.js';
-import type { UpstreamTaskRequest } from '../upstream/envelope.js';
-import { CHECK_STATES, SLOT_STATES } from './store.js';
+import type { UpstreamTaskRequest } from '../../upstream/envelope.js';
+import { CHECK_STATES, SLOT_STATES } from './check-store.js';
 import type {
   CerOutcome,
   Check,
@@ -16,7 +16,7 @@ import type {
   NewCheck,
   SearchFilters,
   StoredCer,
-} from './store.js';
+} from './check-store.js';
 
 /** Columns of the `checks` table, in the order `insertValues` returns them. */
 export const CHECK_COLUMNS = [
@@ -56,7 +56,7 @@ export const JSON_COLUMNS: ReadonlySet<CheckColumn> = new Set([
   'cer',
 ]);
 
-/** SLOT_STATES as an SQL list of literals (fixed values from store.ts, never user input). */
+/** SLOT_STATES as an SQL list of literals (fixed values from check-store.ts, never user input). */
 export const SLOT_STATES_SQL = `(${SLOT_STATES.map((state) => `'${state}'`).join(', ')})`;
 
 const OUTCOMES: readonly string[] = ['queued', 'complete', 'error', 'partial'];
