@@ -18,7 +18,7 @@ import { loadFhirDefinitions } from '../src/fhir/validator.js';
 import { readSubmitBody } from '../src/mapping/request/submit-body.js';
 import { mapEnvelope, queuedCer } from '../src/mapping/response/index.js';
 import type { CerContext } from '../src/mapping/types.js';
-import { envelopeSchema } from '../src/upstream/envelope.js';
+import { envelopeSchema } from '../src/upstream/contract.js';
 import { eligibilityRequest, upstreamTaskRequest } from '../test/support/requests.js';
 import { machine, pgSchema, record } from './lib.js';
 

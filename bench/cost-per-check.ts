@@ -8,7 +8,7 @@
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { startSandbox } from '../src/upstream/sandbox/index.js';
+import { startSandbox } from '../src/sandbox/index.js';
 import { eligibilityRequest } from '../test/support/requests.js';
 import {
   cpuProfArgs,

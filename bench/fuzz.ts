@@ -10,7 +10,7 @@
 import { PassThrough } from 'node:stream';
 import { createLogger } from '../src/log.js';
 import { startServer } from '../src/server.js';
-import { startSandbox } from '../src/upstream/sandbox/index.js';
+import { startSandbox } from '../src/sandbox/index.js';
 import { runFuzz } from '../test/support/fuzz.js';
 import { TENANT_A_KEY, testConfig, UPSTREAM_KEY } from '../test/support/harness.js';
 import { eligibilityRequest } from '../test/support/requests.js';
@@ -70,6 +70,7 @@ await record('fuzz', {
   failures: report.failures.length,
   firstFailures: report.failures.slice(0, 20),
   largestAnswer: report.largest,
+  largestErrorAnswer: report.largestOutcome,
   slowestAnswer: report.slowest,
   errorLogLines: errorLines,
   machine: machine(),

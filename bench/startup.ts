@@ -20,7 +20,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import { openStore } from '../src/checks/store/open.js';
-import { startSandbox } from '../src/upstream/sandbox/index.js';
+import { startSandbox } from '../src/sandbox/index.js';
 import { eligibilityRequest } from '../test/support/requests.js';
 import { cpuProfArgs, machine, record, sleep, spawnService, tenantAuth, writeTenantsFile } from './lib.js';
 

@@ -19,11 +19,11 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { monitorEventLoopDelay } from 'node:perf_hooks';
-import { BASE_PATH, createSandboxApp } from '../src/upstream/sandbox/app.js';
-import { LinkSigner } from '../src/upstream/sandbox/links.js';
-import type { SandboxStats } from '../src/upstream/sandbox/tasks.js';
-import { TaskBook } from '../src/upstream/sandbox/tasks.js';
-import { isTerminalStatus } from '../src/upstream/envelope.js';
+import { BASE_PATH, createSandboxApp } from '../src/sandbox/app.js';
+import { LinkSigner } from '../src/sandbox/links.js';
+import type { SandboxStats } from '../src/sandbox/tasks.js';
+import { TaskBook } from '../src/sandbox/tasks.js';
+import { isTerminalStatus } from '../src/upstream/contract.js';
 
 export interface BenchUpstreamOptions {
   /** One task book per entry; tenant i uses book i mod n. The standard timeline is ~3 s at 1. */

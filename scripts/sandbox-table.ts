@@ -1,16 +1,12 @@
 /**
- * Renders the sandbox scenario table (src/upstream/sandbox/scenarios.ts) into docs/sandbox.md
+ * Renders the sandbox scenario table (src/sandbox/scenarios.ts) into docs/sandbox.md
  * between the `sandbox-scenarios` markers, so the docs cannot drift from what the sandbox does.
  *   npm run docs:sandbox            rewrite docs/sandbox.md
  * test/unit/readme.test.ts fails when docs/sandbox.md is out of date.
  */
 import { readFileSync, writeFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
-import {
-  DEFAULT_SCENARIO,
-  DEFAULT_SEARCH_ALL_SCENARIO,
-  SCENARIOS,
-} from '../src/upstream/sandbox/scenarios.js';
+import { DEFAULT_SCENARIO, DEFAULT_SEARCH_ALL_SCENARIO, SCENARIOS } from '../src/sandbox/scenarios.js';
 
 /** The file that holds the generated table. */
 export const SANDBOX_DOC = fileURLToPath(new URL('../docs/sandbox.md', import.meta.url));

@@ -5,8 +5,8 @@
 import client from 'prom-client';
 import type { CheckStore } from './checks/store/check-store.js';
 import type { LifecycleEvent } from './checks/lifecycle.js';
-import type { UpstreamPort, UpstreamResult } from './checks/upstream-port.js';
-import { describeFailure } from './checks/upstream-port.js';
+import type { UpstreamPort, UpstreamResult } from './upstream/port.js';
+import { describeFailure } from './upstream/port.js';
 
 export interface Metrics {
   registry: client.Registry;

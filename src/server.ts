@@ -13,8 +13,8 @@ import { Slots } from './checks/lifecycle.js';
 import { Scheduler } from './checks/scheduler.js';
 import { CheckService } from './checks/service.js';
 import type { CheckStore } from './checks/store/check-store.js';
-import type { UpstreamPort } from './checks/upstream-port.js';
-import { conformanceTypes } from './fhir/conformance.js';
+import type { UpstreamPort } from './upstream/port.js';
+import { conformanceTypes } from './operations/conformance-read.js';
 import { warmFhirDefinitions } from './fhir/validator.js';
 import type { Express } from 'express';
 import { createApp } from './http/app.js';
@@ -24,7 +24,7 @@ import { metricsRoute } from './http/metrics-route.js';
 import { createMetrics } from './metrics.js';
 import { createFhirKitResolver } from './mapping/request/resolver.js';
 import { UpstreamClient } from './upstream/client.js';
-import { startSandbox } from './upstream/sandbox/index.js';
+import { startSandbox } from './sandbox/index.js';
 
 export const VERSION = '0.1.0';
 

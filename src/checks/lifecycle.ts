@@ -24,14 +24,14 @@ import {
   searchAllCutOffCer,
   stillCheckingCer,
 } from '../mapping/response/index.js';
-import type { Envelope } from '../upstream/envelope.js';
-import { envelopeSchema, isTerminalStatus } from '../upstream/envelope.js';
-import { adapterError } from './adapter-errors.js';
-import type { AdapterErrorCode } from './adapter-errors.js';
+import type { Envelope } from '../upstream/contract.js';
+import { envelopeSchema, isTerminalStatus } from '../upstream/contract.js';
+import { adapterError } from '../mapping/response/adapter-errors.js';
+import type { AdapterErrorCode } from '../mapping/response/adapter-errors.js';
 import { guardPayer, guardRefusal } from './store/check-store.js';
 import type { Check, CheckPatch, CheckStore } from './store/check-store.js';
-import { describeFailure } from './upstream-port.js';
-import type { UpstreamFailure, UpstreamPort } from './upstream-port.js';
+import { describeFailure } from '../upstream/port.js';
+import type { UpstreamFailure, UpstreamPort } from '../upstream/port.js';
 
 export interface LifecycleDeps {
   store: CheckStore;

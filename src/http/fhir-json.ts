@@ -17,7 +17,7 @@ import {
   structureError,
   unsupportedMediaType,
 } from '../fhir/outcomes.js';
-import type { FhirAnswer } from '../fhir/types.js';
+import type { FhirAnswer } from '../operations/types.js';
 import { checkParsedLimits, checkRawDepth, INPUT_LIMITS } from './input-limits.js';
 import { routeOf } from './middleware.js';
 

@@ -3,7 +3,7 @@
  * Pure data: no I/O.
  */
 import type { CoverageEligibilityRequest, Reference } from 'fhir/r4.js';
-import type { UpstreamTaskRequest } from '../upstream/envelope.js';
+import type { UpstreamTaskRequest } from '../upstream/contract.js';
 
 /** What the request mapper produces from a $submit body: everything a check needs. */
 export interface CheckInput {

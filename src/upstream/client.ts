@@ -13,14 +13,9 @@
 import { Pool } from 'undici';
 import type { Dispatcher } from 'undici';
 import type { z } from 'zod';
-import type {
-  UpstreamCredentials,
-  UpstreamFailure,
-  UpstreamPort,
-  UpstreamResult,
-} from '../checks/upstream-port.js';
-import type { CreateTaskAnswer, Envelope, UpstreamTaskRequest } from './envelope.js';
-import { createTaskAnswerSchema, envelopeSchema } from './envelope.js';
+import type { UpstreamCredentials, UpstreamFailure, UpstreamPort, UpstreamResult } from './port.js';
+import type { CreateTaskAnswer, Envelope, UpstreamTaskRequest } from './contract.js';
+import { createTaskAnswerSchema, envelopeSchema } from './contract.js';
 
 export interface UpstreamClientOptions {
   /** Base URL ending in /v2/api-integration-v3. */

@@ -8,7 +8,7 @@ import type { AddressInfo } from 'node:net';
 import type { CoverageEligibilityResponse, OperationOutcome } from 'fhir/r4.js';
 import request from 'supertest';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { UpstreamPort } from '../../src/checks/upstream-port.js';
+import type { UpstreamPort } from '../../src/upstream/port.js';
 import { expectValidFhir } from '../support/fhir.js';
 import type { Harness } from '../support/harness.js';
 import { startHarness } from '../support/harness.js';

@@ -5,8 +5,8 @@
 import type { CoverageEligibilityResponse } from 'fhir/r4.js';
 import request from 'supertest';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { UpstreamFailure, UpstreamPort } from '../../src/checks/upstream-port.js';
-import { PAYERS, SCENARIOS } from '../../src/upstream/sandbox/scenarios.js';
+import type { UpstreamFailure, UpstreamPort } from '../../src/upstream/port.js';
+import { PAYERS, SCENARIOS } from '../../src/sandbox/scenarios.js';
 import { expectValidFhir } from '../support/fhir.js';
 import type { Harness } from '../support/harness.js';
 import { startHarness, TENANT_A_KEY, TENANT_B_KEY, UPSTREAM_KEY } from '../support/harness.js';

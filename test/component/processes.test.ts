@@ -15,7 +15,7 @@ import type { CoverageEligibilityResponse } from 'fhir/r4.js';
 import pg from 'pg';
 import request from 'supertest';
 import { afterAll, describe, expect, it } from 'vitest';
-import { startSandbox } from '../../src/upstream/sandbox/index.js';
+import { startSandbox } from '../../src/sandbox/index.js';
 import { expectValidFhir } from '../support/fhir.js';
 import { trackInFlight, UPSTREAM_KEY } from '../support/harness.js';
 import type { ServiceProcess } from '../support/process.js';

@@ -6,7 +6,7 @@ import type { Bundle, CoverageEligibilityResponse } from 'fhir/r4.js';
 import request from 'supertest';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startServer } from '../../src/server.js';
-import { startSandbox } from '../../src/upstream/sandbox/index.js';
+import { startSandbox } from '../../src/sandbox/index.js';
 import { expectValidFhir } from '../support/fhir.js';
 import type { Harness } from '../support/harness.js';
 import { captureLogger, startHarness, TENANT_A_KEY, testConfig, UPSTREAM_KEY } from '../support/harness.js';

@@ -7,7 +7,7 @@ import type { CoverageEligibilityResponse } from 'fhir/r4.js';
 import request from 'supertest';
 import { afterAll, describe, expect, it } from 'vitest';
 import { startServer } from '../../src/server.js';
-import { startSandbox } from '../../src/upstream/sandbox/index.js';
+import { startSandbox } from '../../src/sandbox/index.js';
 import { expectValidFhir } from '../support/fhir.js';
 import {
   captureLogger,

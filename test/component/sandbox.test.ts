@@ -8,16 +8,11 @@ import type { IncomingHttpHeaders, Server, ServerResponse } from 'node:http';
 import { createServer as createNetServer } from 'node:net';
 import type { AddressInfo, Server as NetServer, Socket } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { UpstreamCredentials, UpstreamResult } from '../../src/checks/upstream-port.js';
+import type { UpstreamCredentials, UpstreamResult } from '../../src/upstream/port.js';
 import { MAX_ERROR_BODY_BYTES, UpstreamClient, failureFromError } from '../../src/upstream/client.js';
-import type { Envelope, UpstreamTaskRequest } from '../../src/upstream/envelope.js';
-import { isTerminalStatus } from '../../src/upstream/envelope.js';
-import {
-  BULK_PATHS,
-  DEFAULT_SANDBOX_API_KEYS,
-  SCENARIOS,
-  startSandbox,
-} from '../../src/upstream/sandbox/index.js';
+import type { Envelope, UpstreamTaskRequest } from '../../src/upstream/contract.js';
+import { isTerminalStatus } from '../../src/upstream/contract.js';
+import { BULK_PATHS, DEFAULT_SANDBOX_API_KEYS, SCENARIOS, startSandbox } from '../../src/sandbox/index.js';
 
 const API_KEY = 'component-sandbox-key-51c0e9';
 const CREDS: UpstreamCredentials = { apiKey: API_KEY, clinicId: 'C-001', clientId: 'EHR-1' };

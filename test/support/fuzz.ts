@@ -21,6 +21,8 @@ export interface FuzzReport {
   byStatus: Record<string, number>;
   failures: string[];
   largest: { bytes: number; label: string; status: number };
+  /** The largest error answer (OperationOutcome). */
+  largestOutcome: { bytes: number; label: string; status: number };
   slowest: { ms: number; label: string; status: number };
   seconds: number;
 }
@@ -73,6 +75,7 @@ export async function runFuzz(options: FuzzOptions): Promise<FuzzReport> {
     byStatus: {},
     failures: [],
     largest: { bytes: 0, label: '', status: 0 },
+    largestOutcome: { bytes: 0, label: '', status: 0 },
     slowest: { ms: 0, label: '', status: 0 },
     seconds: 0,
   };
@@ -100,6 +103,8 @@ export async function runFuzz(options: FuzzOptions): Promise<FuzzReport> {
     report.byStatus[status] = (report.byStatus[status] ?? 0) + 1;
     const bytes = Buffer.byteLength(text);
     if (bytes > report.largest.bytes) report.largest = { bytes, label: c.label, status };
+    if (status >= 400 && bytes > report.largestOutcome.bytes)
+      report.largestOutcome = { bytes, label: c.label, status };
     if (ms > report.slowest.ms) report.slowest = { ms: Math.round(ms * 10) / 10, label: c.label, status };
     const wrong = judge(status, text);
     if (wrong && report.failures.length < 100)

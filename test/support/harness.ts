@@ -8,11 +8,11 @@ import { join } from 'node:path';
 import { PassThrough } from 'node:stream';
 import type { Config, Tenant } from '../../src/config.js';
 import { hashApiKey } from '../../src/config.js';
-import type { UpstreamPort } from '../../src/checks/upstream-port.js';
+import type { UpstreamPort } from '../../src/upstream/port.js';
 import { createLogger } from '../../src/log.js';
 import type { RunningServer, ServerOverrides } from '../../src/server.js';
 import { startServer } from '../../src/server.js';
-import { startSandbox } from '../../src/upstream/sandbox/index.js';
+import { startSandbox } from '../../src/sandbox/index.js';
 
 export const UPSTREAM_KEY = 'upstream-secret-key-for-tests-9f3a';
 export const TENANT_A_KEY = 'tenant-a-inbound-key-4b1d8e';

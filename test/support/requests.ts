@@ -2,7 +2,7 @@
  * Real-looking FHIR inputs for component tests, built the way an EHR would send them.
  */
 import type { CoverageEligibilityRequest, Organization, Patient } from 'fhir/r4.js';
-import type { UpstreamTaskRequest } from '../../src/upstream/envelope.js';
+import type { UpstreamTaskRequest } from '../../src/upstream/contract.js';
 
 const V2_0203 = 'http://terminology.hl7.org/CodeSystem/v2-0203';
 

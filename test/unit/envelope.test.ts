@@ -7,7 +7,7 @@ import {
   isTerminalStatus,
   parseLooseNumber,
   parsePercent,
-} from '../../src/upstream/envelope.js';
+} from '../../src/upstream/contract.js';
 import { FIXTURE_DIR, buildFixtures, fixtureText } from '../fixtures/upstream/generate.js';
 
 const files = readdirSync(FIXTURE_DIR).filter((f) => f.endsWith('.json'));

@@ -17,7 +17,7 @@ import type {
   StructureDefinition,
 } from 'fhir/r4.js';
 import { describe, expect, it } from 'vitest';
-import { findAdapterError } from '../../src/checks/adapter-errors.js';
+import { findAdapterError } from '../../src/mapping/response/adapter-errors.js';
 import { CANONICAL_BASE } from '../../src/fhir/canonical.js';
 import {
   OUTCOME_SYSTEM,
@@ -34,8 +34,8 @@ import {
   submitOutcome,
 } from '../../src/mapping/response/index.js';
 import type { CerContext } from '../../src/mapping/types.js';
-import type { CopayDetail, Envelope, ResultData } from '../../src/upstream/envelope.js';
-import { envelopeSchema, parseLooseNumber } from '../../src/upstream/envelope.js';
+import type { CopayDetail, Envelope, ResultData } from '../../src/upstream/contract.js';
+import { envelopeSchema, parseLooseNumber } from '../../src/upstream/contract.js';
 import { expectValidFhir } from '../support/fhir.js';
 
 const BASE_URL = 'https://adapter.example.org';

@@ -5,7 +5,7 @@
  * PostgreSQL (several replicas), behind this one interface.
  */
 import type { CoverageEligibilityRequest, CoverageEligibilityResponse } from 'fhir/r4.js';
-import type { UpstreamTaskRequest } from '../../upstream/envelope.js';
+import type { UpstreamTaskRequest } from '../../upstream/contract.js';
 
 /**
  * Lifecycle of a check.

@@ -4,7 +4,7 @@
  * stores (placeholders, JSON and boolean encoding), so that is passed in, never copied.
  */
 import type { CoverageEligibilityRequest, CoverageEligibilityResponse } from 'fhir/r4.js';
-import type { UpstreamTaskRequest } from '../../upstream/envelope.js';
+import type { UpstreamTaskRequest } from '../../upstream/contract.js';
 import { CHECK_STATES, SLOT_STATES } from './check-store.js';
 import type {
   CerOutcome,

@@ -6,7 +6,7 @@
  */
 import type { CoverageEligibilityRequest } from 'fhir/r4.js';
 import { unprocessable } from '../../fhir/outcomes.js';
-import type { UpstreamTaskRequest } from '../../upstream/envelope.js';
+import type { UpstreamTaskRequest } from '../../upstream/contract.js';
 import type { CheckInput } from '../types.js';
 import { normalizeRequest } from './normalize.js';
 import { demographics, patientIdentity, patientReference } from './patient.js';

@@ -10,7 +10,7 @@ import type {
   Extension,
 } from 'fhir/r4.js';
 import type { CerContext } from '../types.js';
-import type { Envelope, WarningEntry } from '../../upstream/envelope.js';
+import type { Envelope, WarningEntry } from '../../upstream/contract.js';
 import { OUTCOME_SYSTEM, complexExtension, fhirText, stringPart } from './codes.js';
 import { messageTypeOf } from './extensions.js';
 import { upstreamError } from './outcome-rules.js';

@@ -10,7 +10,7 @@
  *   {checkId}.d{n}   document n (referral_documents[n])
  */
 import type { Attachment } from 'fhir/r4.js';
-import type { DocumentEntry, Envelope } from '../../upstream/envelope.js';
+import type { DocumentEntry, Envelope } from '../../upstream/contract.js';
 
 export type BinaryKind = 'screenshot' | 'document';
 

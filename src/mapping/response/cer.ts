@@ -4,7 +4,7 @@
  */
 import type { CoverageEligibilityResponse } from 'fhir/r4.js';
 import type { CerContext } from '../types.js';
-import type { Envelope } from '../../upstream/envelope.js';
+import type { Envelope } from '../../upstream/contract.js';
 import { baseCer, errorOf } from './base.js';
 import { isSearchAllEnvelope, outcomeKey, ruleOf } from './outcome-rules.js';
 import { mapSearchAll } from './search-all.js';

@@ -9,7 +9,7 @@ import type {
   CopayToFill,
   CostSharing,
   ResultData,
-} from '../../upstream/envelope.js';
+} from '../../upstream/contract.js';
 import { fhirText } from './codes.js';
 import type { ServiceCategory } from './vocabulary.js';
 import { blockRule, categoryFor, excludedFrom } from './vocabulary.js';

@@ -12,7 +12,7 @@ import type {
   Identifier,
   Reference,
 } from 'fhir/r4.js';
-import type { ResultData } from '../../upstream/envelope.js';
+import type { ResultData } from '../../upstream/contract.js';
 import { COVERAGE_CLASS_SYSTEM, V2_0203_SYSTEM, coding, concept, fhirText } from './codes.js';
 import { costSharesOf } from './cost-shares.js';
 import { periodOf } from './dates.js';

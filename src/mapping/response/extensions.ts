@@ -4,8 +4,8 @@
  * https://hl7.org/fhir/R4/extensibility.html (ext-1: a value or sub-extensions, never both).
  */
 import type { Attachment, DocumentReference, Extension } from 'fhir/r4.js';
-import type { DocumentEntry, PolicyNetwork, ResultData, WarningEntry } from '../../upstream/envelope.js';
-import { parseLooseNumber } from '../../upstream/envelope.js';
+import type { DocumentEntry, PolicyNetwork, ResultData, WarningEntry } from '../../upstream/contract.js';
+import { parseLooseNumber } from '../../upstream/contract.js';
 import { attachmentOf, binaryId, contentTypeOf } from './binary.js';
 import {
   booleanPart,

@@ -8,5 +8,5 @@ export { guardOf, outcomeRuleFor, submitOutcome } from './outcome-rules.js';
 export type { OutcomeRule } from './outcome-rules.js';
 export { binaryId, parseBinaryId, resolveBinary } from './binary.js';
 export type { BinaryKind, BinaryRef } from './binary.js';
-export { conformanceResources } from './conformance.js';
+export { conformanceResources } from '../conformance/resources.js';
 export { OUTCOME_SYSTEM, extensionUrl } from './codes.js';

@@ -12,7 +12,7 @@ import type {
   CoverageEligibilityResponseInsuranceItemBenefit as Benefit,
   Coding,
 } from 'fhir/r4.js';
-import { parseLooseNumber, parsePercent } from '../../upstream/envelope.js';
+import { parseLooseNumber, parsePercent } from '../../upstream/contract.js';
 import {
   BENEFIT_TYPE_SYSTEM,
   BENEFIT_UNIT_SYSTEM,

@@ -6,8 +6,8 @@
 import type { CoverageEligibilityResponse, OperationOutcome, OperationOutcomeIssue } from 'fhir/r4.js';
 import { z } from 'zod';
 import { loadMappingTable } from '../mapping-table.js';
-import type { Envelope, EligibilityResult, ResultData } from '../../upstream/envelope.js';
-import { isTerminalStatus, parseLooseNumber } from '../../upstream/envelope.js';
+import type { Envelope, EligibilityResult, ResultData } from '../../upstream/contract.js';
+import { isTerminalStatus, parseLooseNumber } from '../../upstream/contract.js';
 import { OUTCOME_SYSTEM, extensionUrl } from './codes.js';
 
 // Issue types of the required binding http://hl7.org/fhir/ValueSet/issue-type (R4).

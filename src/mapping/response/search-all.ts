@@ -12,7 +12,7 @@ import type {
   Reference,
 } from 'fhir/r4.js';
 import type { CerContext } from '../types.js';
-import type { Envelope, SearchAllEntry } from '../../upstream/envelope.js';
+import type { Envelope, SearchAllEntry } from '../../upstream/contract.js';
 import { PAYER_CODE_SYSTEM, booleanPart, complexExtension, fhirText, stringPart } from './codes.js';
 import type { CerOutcome } from './base.js';
 import { baseCer, dispositionOf, errorOf, upstreamOutcomeExtension } from './base.js';

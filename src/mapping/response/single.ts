@@ -6,7 +6,7 @@
  */
 import type { CoverageEligibilityResponse, DocumentReference, Extension } from 'fhir/r4.js';
 import type { CerContext } from '../types.js';
-import type { Envelope, ResultData } from '../../upstream/envelope.js';
+import type { Envelope, ResultData } from '../../upstream/contract.js';
 import { PAYER_CODE_SYSTEM, fhirText } from './codes.js';
 import { baseCer, dispositionOf, errorOf, upstreamOutcomeExtension, warningSentences } from './base.js';
 import { documentsOf, screenshotOf } from './binary.js';

@@ -3,8 +3,8 @@
  * request (https://hl7.org/fhir/R4/http.html#read, #cread). Another tenant's id is 404.
  */
 import type { CheckService } from '../checks/service.js';
-import { etagOf } from './answers.js';
-import { notFound } from './outcomes.js';
+import { etagOf } from './check-answer.js';
+import { notFound } from '../fhir/outcomes.js';
 import type { FhirAnswer, FhirRequest } from './types.js';
 
 const ID = /^[A-Za-z0-9\-.]{1,64}$/;

@@ -6,7 +6,7 @@
 import type { Bundle, CoverageEligibilityResponse } from 'fhir/r4.js';
 import type { CheckService } from '../checks/service.js';
 import type { CerOutcome, SearchFilters } from '../checks/store/check-store.js';
-import { badRequest } from './outcomes.js';
+import { badRequest } from '../fhir/outcomes.js';
 import type { FhirAnswer, FhirRequest } from './types.js';
 
 const OUTCOMES: readonly string[] = ['queued', 'complete', 'error', 'partial'];

@@ -2,7 +2,7 @@
  * Adapter-side failures (mappings/adapter-errors.json), loaded and checked once.
  */
 import { z } from 'zod';
-import { loadMappingTable } from '../mapping/mapping-table.js';
+import { loadMappingTable } from '../mapping-table.js';
 
 const tableSchema = z.object({
   errors: z

@@ -1,9 +1,9 @@
 /**
  * Entry point of the operator command: `npm run admin -- guards | reset-guard <tenant> <payer> | stuck`.
  */
-import { runAdmin } from './admin.js';
-import { openStore } from './checks/store/open.js';
-import { createLogger } from './log.js';
+import { runAdmin } from './commands.js';
+import { openStore } from '../checks/store/open.js';
+import { createLogger } from '../log.js';
 
 const store = await openStore(process.env.DATABASE_URL ?? 'sqlite:data/adapter.db');
 await store.migrate();

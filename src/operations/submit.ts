@@ -6,9 +6,9 @@
 import type { CheckService } from '../checks/service.js';
 import type { ReferenceResolver } from '../mapping/request/resolver.js';
 import { parseSubmit } from '../mapping/request/parse-submit.js';
-import { answerForCheck } from './answers.js';
-import { outcome } from './outcomes.js';
-import { parsePrefer } from './prefer.js';
+import { answerForCheck } from './check-answer.js';
+import { outcome } from '../fhir/outcomes.js';
+import { parsePrefer } from '../fhir/prefer.js';
 import type { FhirAnswer, FhirRequest } from './types.js';
 
 export interface SubmitDeps {

@@ -12,9 +12,9 @@
 import type { ConceptMap, ConceptMapGroup } from 'fhir/r4.js';
 import { CANONICAL_BASE, canonical } from '../../fhir/canonical.js';
 import { visitTypeGroups } from '../request/tables.js';
-import { BENEFIT_CATEGORY_SYSTEM, SERVICE_CATEGORY_SYSTEM } from './codes.js';
-import type { ServiceCategory } from './vocabulary.js';
-import { normalizeLabel, serviceCategories } from './vocabulary.js';
+import { BENEFIT_CATEGORY_SYSTEM, SERVICE_CATEGORY_SYSTEM } from '../response/codes.js';
+import type { ServiceCategory } from '../response/vocabulary.js';
+import { normalizeLabel, serviceCategories } from '../response/vocabulary.js';
 
 /** Not a FHIR code system: the values of the upstream's request_dump.visit_type. */
 export const UPSTREAM_VISIT_TYPE = `${CANONICAL_BASE}/upstream/visit_type`;

@@ -6,7 +6,7 @@
  */
 import type { Resource } from 'fhir/r4.js';
 import { conformanceResources } from '../mapping/response/index.js';
-import { notFound } from './outcomes.js';
+import { notFound } from '../fhir/outcomes.js';
 import type { FhirAnswer } from './types.js';
 
 let index: Map<string, Resource> | null = null;

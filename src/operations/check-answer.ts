@@ -5,11 +5,11 @@
  */
 import type { CoverageEligibilityResponse, OperationOutcome } from 'fhir/r4.js';
 import type { Check } from '../checks/store/check-store.js';
-import { findAdapterError } from '../checks/adapter-errors.js';
+import { findAdapterError } from '../mapping/response/adapter-errors.js';
 import { isFinished } from '../checks/lifecycle.js';
 import { outcomeRuleFor, submitOutcome } from '../mapping/response/index.js';
-import { envelopeSchema } from '../upstream/envelope.js';
-import type { IssueType } from './outcomes.js';
+import { envelopeSchema } from '../upstream/contract.js';
+import type { IssueType } from '../fhir/outcomes.js';
 import type { FhirAnswer } from './types.js';
 
 /** URL of a check's CER. */

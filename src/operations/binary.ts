@@ -7,10 +7,10 @@
  */
 import type { CheckService } from '../checks/service.js';
 import type { Tenant } from '../config.js';
-import type { UpstreamPort, UpstreamResult } from '../checks/upstream-port.js';
-import type { Envelope } from '../upstream/envelope.js';
+import type { UpstreamPort, UpstreamResult } from '../upstream/port.js';
+import type { Envelope } from '../upstream/contract.js';
 import { parseBinaryId, resolveBinary } from '../mapping/response/binary.js';
-import { notFound, OperationOutcomeError, outcome } from './outcomes.js';
+import { notFound, OperationOutcomeError, outcome } from '../fhir/outcomes.js';
 import type { FhirRequest } from './types.js';
 
 export interface FreshLink {

@@ -1,5 +1,5 @@
 /**
- * Operator commands (npm run admin -- <command>; entry point src/admin-cli.ts): payer-account guards and stuck checks.
+ * Operator commands (npm run admin -- <command>; entry point src/admin/main.ts): payer-account guards and stuck checks.
  *
  *   guards                      list open guards
  *   reset-guard <tenant> <payer> remove a guard after the clinic fixed its payer credentials
@@ -7,9 +7,9 @@
  *
  * Reads DATABASE_URL like the service. Every reset writes an audit log line.
  */
-import type { CheckStore } from './checks/store/check-store.js';
-import type { Logger } from './log.js';
-import { safeLabel } from './log.js';
+import type { CheckStore } from '../checks/store/check-store.js';
+import type { Logger } from '../log.js';
+import { safeLabel } from '../log.js';
 
 export interface AdminIo {
   out: (line: string) => void;

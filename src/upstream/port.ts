@@ -2,7 +2,7 @@
  * What the check lifecycle needs from the upstream, as a narrow port. The undici client in
  * src/upstream/client.ts implements it; tests may wrap it to count calls.
  */
-import type { CreateTaskAnswer, Envelope, UpstreamTaskRequest } from '../upstream/envelope.js';
+import type { CreateTaskAnswer, Envelope, UpstreamTaskRequest } from './contract.js';
 
 export interface UpstreamCredentials {
   apiKey: string;

@@ -7,8 +7,8 @@
 import type { Bundle } from 'fhir/r4.js';
 import type { CheckService } from '../checks/service.js';
 import { isAnswered } from '../checks/store/check-store.js';
-import { answerForCheck } from './answers.js';
-import { notFound, outcome } from './outcomes.js';
+import { answerForCheck } from './check-answer.js';
+import { notFound, outcome } from '../fhir/outcomes.js';
 import type { FhirAnswer, FhirRequest } from './types.js';
 
 const REASONS: Record<number, string> = {

@@ -15,10 +15,10 @@ import type {
 } from 'fhir/r4.js';
 import { z } from 'zod';
 import { canonical } from '../../fhir/canonical.js';
-import { EXTENSION_IDS, OUTCOME_SYSTEM, SERVICE_CATEGORY_SYSTEM } from './codes.js';
+import { EXTENSION_IDS, OUTCOME_SYSTEM, SERVICE_CATEGORY_SYSTEM } from '../response/codes.js';
 import { conceptMaps } from './concept-maps.js';
-import { outcomeRules } from './outcome-rules.js';
-import { serviceCategories } from './vocabulary.js';
+import { outcomeRules } from '../response/outcome-rules.js';
+import { serviceCategories } from '../response/vocabulary.js';
 
 const TYPES = [
   'string',

@@ -1,0 +1,89 @@
+/**
+ * The layers of src/ (docs/architecture.md), enforced by `npm run lint:layers` in `npm run check`.
+ * Each layer imports only the layers below it:
+ *
+ *   main.ts, server.ts   composition root
+ *   http/                express shell
+ *   operations/          one file per FHIR interaction or operation; metrics.ts beside it
+ *   checks/              lifecycle, scheduler, service, store/
+ *   mapping/             request/, response/, conformance/ (pure)
+ *   ground               fhir/ (the FHIR kit), upstream/ (client, contract, port), config.ts, log.ts
+ *
+ * Beside them: sandbox/ (its own program: it imports no layer) and admin/ (the operator command:
+ * it uses the store, nothing above it).
+ */
+const ground = '^src/(fhir|upstream)/|^src/(config|log)\\.ts$';
+const mapping = '^src/mapping/';
+const checks = '^src/checks/';
+const operations = '^src/operations/|^src/metrics\\.ts$';
+const http = '^src/http/';
+const root = '^src/(main|server)\\.ts$';
+
+/** A rule: modules matching `from` import nothing matching `to`. */
+const forbid = (name, from, to, comment) => ({
+  name,
+  comment,
+  severity: 'error',
+  from: { path: from },
+  to: { path: to },
+});
+
+module.exports = {
+  forbidden: [
+    forbid(
+      'ground-imports-up',
+      ground,
+      [mapping, checks, operations, http, root, '^src/(sandbox|admin)/'],
+      'The FHIR kit, the upstream contract and client, config and log are the ground: they import no layer above.',
+    ),
+    forbid(
+      'mapping-imports-up',
+      mapping,
+      [checks, operations, http, root, '^src/(sandbox|admin)/'],
+      'Mapping is pure: FHIR <-> upstream, no store, no operation.',
+    ),
+    forbid(
+      'checks-import-up',
+      checks,
+      [operations, http, root, '^src/(sandbox|admin)/'],
+      'The check lifecycle knows nothing of FHIR interactions or HTTP.',
+    ),
+    forbid(
+      'operations-import-up',
+      operations,
+      [http, root, '^src/(sandbox|admin)/'],
+      'Operations know nothing of express.',
+    ),
+    forbid(
+      'http-imports-root',
+      http,
+      [root, '^src/(sandbox|admin)/'],
+      'The express shell is built by the composition root, not the reverse.',
+    ),
+    forbid(
+      'sandbox-is-apart',
+      '^src/sandbox/',
+      '^src/(?!sandbox/)',
+      'The sandbox upstream is its own program: it imports nothing of the adapter.',
+    ),
+    forbid(
+      'admin-uses-the-store',
+      '^src/admin/',
+      [mapping, operations, http, root, '^src/sandbox/'],
+      'The operator command works on the store only.',
+    ),
+    {
+      name: 'no-circular',
+      severity: 'error',
+      comment: 'No import circles, inside a layer either.',
+      from: { path: '^src/' },
+      to: { circular: true },
+    },
+  ],
+  options: {
+    doNotFollow: { path: 'node_modules' },
+    tsPreCompilationDeps: true,
+    tsConfig: { fileName: 'tsconfig.json' },
+    enhancedResolveOptions: { extensions: ['.ts', '.js'] },
+  },
+};
