@@ -145,7 +145,11 @@ export function errorHandler(logger: Logger): ErrorRequestHandler {
       known = serverError(requestId);
     }
     if (res.headersSent) {
-      res.end();
+      // The answer began: ending it here could leave a cut-off body on a kept-alive connection,
+      // and the client would read the next answer on that connection as the rest of this one.
+      // The connection is closed instead, so only this request fails.
+      logger.warn('error after the answer began; connection closed', { requestId, route: routeOf(req) });
+      res.destroy();
       return;
     }
     sendResource(res, known.status, known.outcome, known.headers);

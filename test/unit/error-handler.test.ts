@@ -6,6 +6,7 @@
 import { PassThrough } from 'node:stream';
 import express from 'express';
 import request from 'supertest';
+import { Client } from 'undici';
 import { describe, expect, it } from 'vitest';
 import { errorHandler } from '../../src/http/fhir-json.js';
 import { requestId } from '../../src/http/middleware.js';
@@ -29,6 +30,12 @@ function appThatThrows() {
   app.get('/async', async () => {
     await Promise.resolve();
     throw new Error('async boom at /y.ts:2');
+  });
+  // Headers and half a body are out, then the handler fails.
+  app.get('/half', (_req, res, next) => {
+    res.writeHead(200, { 'Content-Type': 'application/fhir+json' });
+    res.write('{"resourceType":"Bundle",');
+    setImmediate(() => next(new Error('failed mid-answer')));
   });
   app.use(errorHandler(createLogger('debug', stream)));
   return { app, logs };
@@ -80,5 +87,29 @@ describe('errorHandler: unknown errors -> 500 OperationOutcome', () => {
     const id = String(res.headers['x-request-id']);
     expect(id).toMatch(/^[0-9a-f-]{36}$/);
     expect((res.body as Outcome).issue[0]?.details?.text).toContain(id);
+  });
+});
+
+describe('errorHandler: an error after the answer began', () => {
+  it('closes the connection, so a kept-alive client never reads a cut-off answer as complete', async () => {
+    const { app } = appThatThrows();
+    const server = app.listen(0, '127.0.0.1');
+    await new Promise((resolve) => server.once('listening', resolve));
+    const { port } = server.address() as { port: number };
+    const client = new Client(`http://127.0.0.1:${port}`);
+    try {
+      await expect(
+        client.request({ path: '/half', method: 'GET' }).then((res) => res.body.text()),
+      ).rejects.toMatchObject({
+        code: 'UND_ERR_SOCKET',
+      });
+      // The same client goes on, on a new connection.
+      const next = await client.request({ path: '/x', method: 'GET' });
+      await next.body.text();
+      expect(next.statusCode).toBe(500);
+    } finally {
+      await client.close();
+      server.close();
+    }
   });
 });
