@@ -19,7 +19,9 @@ import { warmFhirDefinitions } from './fhir/validator.js';
 import type { Express } from 'express';
 import { createApp } from './http/app.js';
 import type { ReadyReport } from './http/app.js';
-import { checkRoutes } from './http/fhir-routes.js';
+import { fhirRouter } from './http/fhir-routes.js';
+import { FreshResults } from './operations/binary.js';
+import { CerCache } from './operations/read.js';
 import { metricsRoute } from './http/metrics-route.js';
 import { createMetrics } from './metrics.js';
 import { createFhirKitResolver } from './mapping/request/resolver.js';
@@ -150,20 +152,20 @@ export async function startServer(
 
   const app = createApp({
     logger,
-    tenants: config.tenants,
-    publicBaseUrl: baseUrl,
-    version: VERSION,
-    features: { checks: true, conformance: conformanceTypes(), documents: true },
     ready: () => readiness(store, upstream),
     observe: (method, route, status, seconds) =>
       metrics.httpDuration.observe({ method, route, status: String(status) }, seconds),
     extraRoutes: metricsRoute(metrics, config.metricsToken),
-    fhirRoutes: checkRoutes({
+    fhir: fhirRouter({
+      tenants: config.tenants,
+      version: VERSION,
+      features: { checks: true, conformance: conformanceTypes(), documents: true },
       checks,
       baseUrl,
-      upstream,
       submitRatePerMinute: config.submitRatePerMinute,
       pollIntervalMs: config.pollIntervalMs,
+      cerCache: new CerCache(),
+      freshResults: new FreshResults(upstream),
       documentOrigins: [new URL(upstreamUrl).origin],
       logger,
       submit: {

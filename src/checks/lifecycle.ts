@@ -145,7 +145,8 @@ function sameCer(a: CoverageEligibilityResponse, b: CoverageEligibilityResponse)
 }
 
 /** Performs the next step of a check this replica holds the lease on, then releases it. */
-export async function advanceCheck(check: Check, deps: LifecycleDeps): Promise<void> {
+export async function advanceCheck(check: Check, lifecycle: LifecycleDeps): Promise<void> {
+  const deps: StepDeps = { ...lifecycle, released: false };
   try {
     switch (check.state) {
       case 'starting':
@@ -168,24 +169,23 @@ export async function advanceCheck(check: Check, deps: LifecycleDeps): Promise<v
         break;
     }
   } finally {
-    const token = check.leaseOwner ?? deps.owner;
     // A step whose last write already dropped the lease needs no separate release.
-    if (!releasedBy.delete(`${check.id} ${token}`)) await deps.store.release(check.id, token);
+    if (!deps.released) await deps.store.release(check.id, check.leaseOwner ?? deps.owner);
   }
 }
 
-/**
- * Steps whose last write dropped the lease, by `checkId claimToken` (a claim token is unique per
- * scheduler round, so an entry is never confused with another step's).
- */
-const releasedBy = new Set<string>();
+/** The dependencies of one step, and what the step has done so far. */
+interface StepDeps extends LifecycleDeps {
+  /** The step's last write dropped the lease (see write). */
+  released: boolean;
+}
 
 /**
  * Writes a step's patch. A patch that schedules the next step (`nextRunAt`) or ends the check
  * (`state: done`) is the step's last write: it drops the lease in the same statement, which saves
  * one write transaction per step (bench/README.md, figure 1).
  */
-async function write(check: Check, deps: LifecycleDeps, patch: CheckPatch): Promise<Check | null> {
+async function write(check: Check, deps: StepDeps, patch: CheckPatch): Promise<Check | null> {
   if (patch.cer && sameCer(patch.cer, check.cer)) delete patch.cer;
   const token = check.leaseOwner ?? deps.owner;
   const release = patch.nextRunAt !== undefined || patch.state === 'done';
@@ -193,15 +193,11 @@ async function write(check: Check, deps: LifecycleDeps, patch: CheckPatch): Prom
   // check was claimed again, the old step's writes are refused.
   const updated = await deps.store.update(check.id, token, patch, deps.now(), check, { release });
   if (!updated) deps.logger.warn('lease lost; step dropped', { checkId: check.id });
-  else if (release) releasedBy.add(`${check.id} ${token}`);
+  else if (release) deps.released = true;
   return updated;
 }
 
-async function finishWithAdapterError(
-  check: Check,
-  deps: LifecycleDeps,
-  code: AdapterErrorCode,
-): Promise<void> {
+async function finishWithAdapterError(check: Check, deps: StepDeps, code: AdapterErrorCode): Promise<void> {
   const row = adapterError(code);
   const cer = adapterErrorCer(contextOf(check, deps), { code, text: row.text });
   // envelope cleared: an earlier task's envelope (before a retry) must not decide the answer.
@@ -209,7 +205,7 @@ async function finishWithAdapterError(
   deps.onEvent?.({ type: 'done', tenantId: check.tenantId, outcome: code });
 }
 
-async function startCheck(check: Check, deps: LifecycleDeps): Promise<void> {
+async function startCheck(check: Check, deps: StepDeps): Promise<void> {
   const tenant = deps.tenant(check.tenantId);
   if (!tenant) {
     deps.logger.error('check of an unknown tenant; retried in a minute', {
@@ -266,7 +262,7 @@ async function startCheck(check: Check, deps: LifecycleDeps): Promise<void> {
   await onCreateFailure(creating, deps, result.error);
 }
 
-async function onCreateFailure(check: Check, deps: LifecycleDeps, error: UpstreamFailure): Promise<void> {
+async function onCreateFailure(check: Check, deps: StepDeps, error: UpstreamFailure): Promise<void> {
   deps.logger.warn('create-task failed', { checkId: check.id, failure: describeFailure(error) });
   // 503 and 429 say the request was not processed (RFC 9110 15.6.4, RFC 6585 4): like a refused
   // connection, no task exists (an assumption named in the README). Any other failure may have
@@ -296,7 +292,7 @@ async function onCreateFailure(check: Check, deps: LifecycleDeps, error: Upstrea
  * started upstream must be over (one check timeout): maxInFlight holds even for tasks the adapter
  * cannot see.
  */
-async function holdAmbiguous(check: Check, deps: LifecycleDeps): Promise<void> {
+async function holdAmbiguous(check: Check, deps: StepDeps): Promise<void> {
   const row = adapterError('ambiguous-create');
   const cer = adapterErrorCer(contextOf(check, deps), { code: 'ambiguous-create', text: row.text });
   await write(check, deps, {
@@ -309,7 +305,7 @@ async function holdAmbiguous(check: Check, deps: LifecycleDeps): Promise<void> {
   deps.onEvent?.({ type: 'done', tenantId: check.tenantId, outcome: 'ambiguous-create' });
 }
 
-async function pollCheck(check: Check, deps: LifecycleDeps): Promise<void> {
+async function pollCheck(check: Check, deps: StepDeps): Promise<void> {
   const tenant = deps.tenant(check.tenantId);
   if (!tenant || !check.upstreamTaskId) {
     await finishWithAdapterError(check, deps, 'task-lost');
@@ -330,7 +326,7 @@ async function pollCheck(check: Check, deps: LifecycleDeps): Promise<void> {
   await onEnvelope(check, deps, result.value);
 }
 
-async function onPollFailure(check: Check, deps: LifecycleDeps, error: UpstreamFailure): Promise<void> {
+async function onPollFailure(check: Check, deps: StepDeps, error: UpstreamFailure): Promise<void> {
   const now = deps.now();
   if (error.kind === 'http' && error.status === 404 && now >= check.deadlineAt) {
     await finishWithAdapterError(check, deps, 'task-lost');
@@ -373,7 +369,7 @@ function parsedEnvelope(check: Check): Envelope | undefined {
   return parsed.success ? parsed.data : undefined;
 }
 
-async function onEnvelope(check: Check, deps: LifecycleDeps, envelope: Envelope): Promise<void> {
+async function onEnvelope(check: Check, deps: StepDeps, envelope: Envelope): Promise<void> {
   const now = deps.now();
   const late = now >= check.deadlineAt;
   if (check.isSearchAll && late && isTerminalStatus(envelope.status) && !isFinished(envelope, true)) {
@@ -419,7 +415,7 @@ async function onEnvelope(check: Check, deps: LifecycleDeps, envelope: Envelope)
 /** A finished envelope: open guards, retry once where the table says so, or store the final CER. */
 async function finish(
   check: Check,
-  deps: LifecycleDeps,
+  deps: StepDeps,
   envelope: Envelope,
   mapped: Envelope,
   cutOff = false,
@@ -460,7 +456,7 @@ async function finish(
 
 async function openGuard(
   check: Check,
-  deps: LifecycleDeps,
+  deps: StepDeps,
   kind: 'credentials' | 'backoff',
   envelope: Envelope,
   payerCode: string = check.payerCode,
@@ -484,7 +480,7 @@ async function openGuard(
  * there gets the same guard as after a single-payer check, so the clinic's next checks with that
  * payer do not log in again (repeated failures lock the payer account, upstream-api.md).
  */
-async function openSearchAllGuards(check: Check, deps: LifecycleDeps, envelope: Envelope) {
+async function openSearchAllGuards(check: Check, deps: StepDeps, envelope: Envelope) {
   for (const entry of envelope.aggregated_results ?? []) {
     const kind = guardOf(entry.status);
     const payer = entry.tpa_name ?? entry.tpa ?? entry.data?.adjusted_tpa_name;

@@ -1,17 +1,13 @@
 /**
- * The express shell: routing, auth, content negotiation, errors -> OperationOutcome.
- * Domain logic lives in src/fhir and src/checks; routes here only translate.
+ * The express shell: request ids, the request log, /health and /ready, the /fhir router
+ * (src/http/fhir-routes.ts), and the one error handler (every error -> OperationOutcome).
  */
 import express from 'express';
 import type { Router } from 'express';
 import helmet from 'helmet';
-import type { Tenant } from '../config.js';
 import type { Logger } from '../log.js';
-import { readConformance } from '../operations/conformance-read.js';
-import { capabilityStatement } from '../operations/metadata.js';
-import type { CapabilityFeatures } from '../operations/metadata.js';
-import { errorHandler, negotiate, sendResource, unknownRoute } from './fhir-json.js';
-import { authenticate, requestId, requestLog } from './middleware.js';
+import { errorHandler, unknownRoute } from './fhir-json.js';
+import { requestId, requestLog } from './middleware.js';
 import type { RequestObserver } from './middleware.js';
 
 export interface ReadyReport {
@@ -21,15 +17,11 @@ export interface ReadyReport {
 
 export interface AppDeps {
   logger: Logger;
-  tenants: readonly Tenant[];
-  publicBaseUrl: string;
-  version: string;
-  features: CapabilityFeatures;
   ready: () => Promise<ReadyReport>;
   /** Sees every request's route, status and duration (metrics). */
   observe?: RequestObserver;
-  /** Registers the authenticated FHIR routes (under /fhir). */
-  fhirRoutes?: (router: Router) => void;
+  /** Every route under /fhir (src/http/fhir-routes.ts). */
+  fhir: Router;
   /** Registers routes outside /fhir that carry their own auth (e.g. /metrics). */
   extraRoutes?: (app: express.Express) => void;
 }
@@ -52,25 +44,7 @@ export function createApp(deps: AppDeps): express.Express {
     res.status(report.ready ? 200 : 503).json(report);
   });
 
-  const metadataDate = new Date().toISOString();
-  const fhir = express.Router();
-  fhir.use(negotiate);
-  fhir.get('/metadata', (_req, res) => {
-    sendResource(
-      res,
-      200,
-      capabilityStatement(deps.features, deps.publicBaseUrl, deps.version, metadataDate),
-    );
-  });
-  for (const type of deps.features.conformance) {
-    fhir.get(`/${type}/:id`, (req, res) => {
-      const answer = readConformance(type, String(req.params.id));
-      sendResource(res, answer.status, answer.body, answer.headers);
-    });
-  }
-  fhir.use(authenticate(deps.tenants));
-  deps.fhirRoutes?.(fhir);
-  app.use('/fhir', fhir);
+  app.use('/fhir', deps.fhir);
 
   deps.extraRoutes?.(app);
   app.use(unknownRoute);

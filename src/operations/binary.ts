@@ -23,34 +23,39 @@ export interface FreshLink {
 
 /**
  * One upstream read serves every document of a task for a few seconds (a CER with five documents
- * opened at once is one poll, not five), well inside the lifetime of the links it returns.
+ * opened at once is one poll, not five), well inside the lifetime of the links it returns. One per
+ * process, made by the composition root (src/server.ts).
  */
-const FRESH_MS = 3_000;
-const fresh = new Map<string, { at: number; result: Promise<UpstreamResult<Envelope>> }>();
+export class FreshResults {
+  private readonly results = new Map<string, { at: number; result: Promise<UpstreamResult<Envelope>> }>();
 
-function freshResult(
-  upstream: UpstreamPort,
-  tenant: Tenant,
-  taskId: string,
-): Promise<UpstreamResult<Envelope>> {
-  const key = `${tenant.id}/${taskId}`;
-  const now = Date.now();
-  const hit = fresh.get(key);
-  if (hit && now - hit.at < FRESH_MS) return hit.result;
-  for (const [k, v] of fresh) if (now - v.at >= FRESH_MS) fresh.delete(k);
-  const result = upstream.getResult(tenant.upstream, taskId).then((r) => {
-    if (!r.ok) fresh.delete(key);
-    return r;
-  });
-  fresh.set(key, { at: now, result });
-  return result;
+  constructor(
+    private readonly upstream: UpstreamPort,
+    private readonly freshMs = 3_000,
+    private readonly now: () => number = Date.now,
+  ) {}
+
+  /** The task's envelope as the upstream answered it in the last few seconds, or a new read. */
+  get(tenant: Tenant, taskId: string): Promise<UpstreamResult<Envelope>> {
+    const key = `${tenant.id}/${taskId}`;
+    const now = this.now();
+    const hit = this.results.get(key);
+    if (hit && now - hit.at < this.freshMs) return hit.result;
+    for (const [k, v] of this.results) if (now - v.at >= this.freshMs) this.results.delete(k);
+    const result = this.upstream.getResult(tenant.upstream, taskId).then((r) => {
+      if (!r.ok) this.results.delete(key);
+      return r;
+    });
+    this.results.set(key, { at: now, result });
+    return result;
+  }
 }
 
 /** Finds the fresh signed link for a Binary id of this tenant's check. */
 export async function freshDocumentLink(
   req: FhirRequest,
   checks: CheckService,
-  upstream: UpstreamPort,
+  fresh: FreshResults,
 ): Promise<FreshLink> {
   const id = req.params.id ?? '';
   const parsed = parseBinaryId(id);
@@ -58,7 +63,7 @@ export async function freshDocumentLink(
   if (!parsed) throw missing;
   const check = await checks.get(req.tenant.id, parsed.checkId);
   if (!check?.upstreamTaskId) throw missing;
-  const result = await freshResult(upstream, req.tenant, check.upstreamTaskId);
+  const result = await fresh.get(req.tenant, check.upstreamTaskId);
   if (!result.ok) {
     const { error } = result;
     if (error.kind === 'http' && error.status === 404)

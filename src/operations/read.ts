@@ -28,32 +28,47 @@ function matches(ifNoneMatch: string | undefined, version: number): boolean {
 /**
  * Encoded CERs of recent reads, by tenant and id, with their version: a client polling a CER (or
  * many clients reading one) costs a version probe, not a read of the whole document. A newer
- * version in the store, on any replica, replaces the entry on the next read.
+ * version in the store, on any replica, replaces the entry on the next read. One per process,
+ * made by the composition root (src/server.ts).
  */
-const CACHE_ENTRIES = 256;
-const cerCache = new Map<string, { version: number; body: Buffer }>();
+export class CerCache {
+  private readonly entries = new Map<string, { version: number; body: Buffer }>();
 
-function remember(key: string, version: number, json: string): Buffer {
-  const body = Buffer.from(json, 'utf8');
-  cerCache.delete(key);
-  cerCache.set(key, { version, body });
-  if (cerCache.size > CACHE_ENTRIES) cerCache.delete(cerCache.keys().next().value as string);
-  return body;
+  constructor(private readonly maxEntries = 256) {}
+
+  /** The encoded CER of this version, if it is the one remembered. */
+  get(key: string, version: number): Buffer | undefined {
+    const cached = this.entries.get(key);
+    return cached?.version === version ? cached.body : undefined;
+  }
+
+  /** Remembers a CER's text (the least recently remembered entry goes past maxEntries). */
+  remember(key: string, version: number, json: string): Buffer {
+    const body = Buffer.from(json, 'utf8');
+    this.entries.delete(key);
+    this.entries.set(key, { version, body });
+    if (this.entries.size > this.maxEntries) this.entries.delete(this.entries.keys().next().value as string);
+    return body;
+  }
 }
 
 /** The CER read (the hot path of a polling client): conditional, cached, never re-serialized. */
-export async function readResponse(req: FhirRequest, checks: CheckService): Promise<FhirAnswer> {
+export async function readResponse(
+  req: FhirRequest,
+  checks: CheckService,
+  cache: CerCache,
+): Promise<FhirAnswer> {
   const id = req.params.id ?? '';
   const stat = ID.test(id) ? await checks.store.getCerVersion(req.tenant.id, id) : null;
   if (!stat) throw notFound(`CoverageEligibilityResponse/${id} is not known`);
   const headers = { ETag: etagOf(stat.version), 'Last-Modified': new Date(stat.updatedAt).toUTCString() };
   if (matches(req.ifNoneMatch, stat.version)) return { status: 304, headers };
   const key = `${req.tenant.id}/${id}`;
-  const cached = cerCache.get(key);
-  if (cached?.version === stat.version) return { status: 200, rawBody: cached.body, headers };
+  const cached = cache.get(key, stat.version);
+  if (cached) return { status: 200, rawBody: cached, headers };
   const stored = await checks.store.getCerJson(req.tenant.id, id);
   if (!stored) throw notFound(`CoverageEligibilityResponse/${id} is not known`);
-  const body = remember(key, stored.version, stored.json);
+  const body = cache.remember(key, stored.version, stored.json);
   return {
     status: 200,
     rawBody: body,

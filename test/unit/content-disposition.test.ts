@@ -2,7 +2,7 @@
 import { ServerResponse, IncomingMessage } from 'node:http';
 import { Socket } from 'node:net';
 import { describe, expect, it } from 'vitest';
-import { contentDisposition } from '../../src/http/fhir-routes.js';
+import { contentDisposition } from '../../src/http/binary-route.js';
 
 describe('contentDisposition', () => {
   it.each(['Referral Form.pdf', 'نموذج الإحالة.pdf', 'quote"back\\slash.pdf', 'line\r\nbreak.pdf'])(
