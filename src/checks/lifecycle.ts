@@ -155,7 +155,7 @@ export async function advanceCheck(check: Check, lifecycle: LifecycleDeps): Prom
       case 'creating':
         if (check.outcome !== 'queued') {
           // The slot hold of an ambiguous create-task is over.
-          await write(check, deps, { state: 'done' });
+          await write(check, deps, { state: 'done' }, 'ambiguous create-task: slot hold over');
           break;
         }
         // Found in `creating` with an expired lease: a replica died while create-task was out.
@@ -170,7 +170,10 @@ export async function advanceCheck(check: Check, lifecycle: LifecycleDeps): Prom
     }
   } finally {
     // A step whose last write already dropped the lease needs no separate release.
-    if (!deps.released) await deps.store.release(check.id, check.leaseOwner ?? deps.owner);
+    if (!deps.released) {
+      await deps.store.release(check.id, check.leaseOwner ?? deps.owner);
+      deps.logger.debug('lease released', { checkId: check.id, state: check.state });
+    }
   }
 }
 
@@ -185,15 +188,28 @@ interface StepDeps extends LifecycleDeps {
  * (`state: done`) is the step's last write: it drops the lease in the same statement, which saves
  * one write transaction per step (bench/README.md, figure 1).
  */
-async function write(check: Check, deps: StepDeps, patch: CheckPatch): Promise<Check | null> {
+async function write(check: Check, deps: StepDeps, patch: CheckPatch, why: string): Promise<Check | null> {
   if (patch.cer && sameCer(patch.cer, check.cer)) delete patch.cer;
   const token = check.leaseOwner ?? deps.owner;
   const release = patch.nextRunAt !== undefined || patch.state === 'done';
   // The claim token (unique per scheduler round) fences a step that outlived its lease: once the
   // check was claimed again, the old step's writes are refused.
-  const updated = await deps.store.update(check.id, token, patch, deps.now(), check, { release });
-  if (!updated) deps.logger.warn('lease lost; step dropped', { checkId: check.id });
-  else if (release) deps.released = true;
+  const now = deps.now();
+  const updated = await deps.store.update(check.id, token, patch, now, check, { release });
+  if (!updated) {
+    deps.logger.warn('lease lost; step dropped', { checkId: check.id, why });
+    return null;
+  }
+  if (release) deps.released = true;
+  // One PHI-free line per decision, for an operator following a check at LOG_LEVEL=debug.
+  deps.logger.debug('check step', {
+    checkId: check.id,
+    tenantId: check.tenantId,
+    state: updated.state,
+    why,
+    ...(patch.nextRunAt !== undefined ? { nextStepInMs: Math.max(0, patch.nextRunAt - now) } : {}),
+    ...(release ? { lease: 'released' } : {}),
+  });
   return updated;
 }
 
@@ -201,7 +217,12 @@ async function finishWithAdapterError(check: Check, deps: StepDeps, code: Adapte
   const row = adapterError(code);
   const cer = adapterErrorCer(contextOf(check, deps), { code, text: row.text });
   // envelope cleared: an earlier task's envelope (before a retry) must not decide the answer.
-  await write(check, deps, { state: 'done', cer, outcome: cer.outcome, envelope: null });
+  await write(
+    check,
+    deps,
+    { state: 'done', cer, outcome: cer.outcome, envelope: null },
+    `adapter error ${code}`,
+  );
   deps.onEvent?.({ type: 'done', tenantId: check.tenantId, outcome: code });
 }
 
@@ -212,7 +233,7 @@ async function startCheck(check: Check, deps: StepDeps): Promise<void> {
       checkId: check.id,
       tenantId: check.tenantId,
     });
-    await write(check, deps, { nextRunAt: deps.now() + 60_000 });
+    await write(check, deps, { nextRunAt: deps.now() + 60_000 }, 'unknown tenant: retry in a minute');
     return;
   }
   const now = deps.now();
@@ -233,7 +254,7 @@ async function startCheck(check: Check, deps: StepDeps): Promise<void> {
   let creating: Check | null;
   try {
     // Written before create-task goes out: a crash from here on is treated as ambiguous.
-    creating = await write(check, deps, { state: 'creating' });
+    creating = await write(check, deps, { state: 'creating' }, 'create-task going out');
     if (!creating) return;
     result = await deps.upstream.createTask(tenant.upstream, check.upstreamRequest);
   } finally {
@@ -246,17 +267,23 @@ async function startCheck(check: Check, deps: StepDeps): Promise<void> {
   });
   if (result.ok) {
     const ctx = contextOf(creating, deps);
-    await write(creating, deps, {
-      state: 'polling',
-      upstreamTaskId: result.value.task_id,
-      upstreamStatus: 'IN_QUEUE',
-      tasksCreated: creating.tasksCreated + 1,
-      pollFailures: 0,
-      nextRunAt: deps.now() + deps.pollIntervalMs,
-      // The timeout runs from the first task upstream, not from arrival in the queue.
-      deadlineAt: creating.tasksCreated === 0 ? deps.now() + timeoutOf(creating, deps) : creating.deadlineAt,
-      cer: creating.tasksCreated === 0 ? queuedCer(ctx) : creating.cer,
-    });
+    await write(
+      creating,
+      deps,
+      {
+        state: 'polling',
+        upstreamTaskId: result.value.task_id,
+        upstreamStatus: 'IN_QUEUE',
+        tasksCreated: creating.tasksCreated + 1,
+        pollFailures: 0,
+        nextRunAt: deps.now() + deps.pollIntervalMs,
+        // The timeout runs from the first task upstream, not from arrival in the queue.
+        deadlineAt:
+          creating.tasksCreated === 0 ? deps.now() + timeoutOf(creating, deps) : creating.deadlineAt,
+        cer: creating.tasksCreated === 0 ? queuedCer(ctx) : creating.cer,
+      },
+      'task created: first poll',
+    );
     return;
   }
   await onCreateFailure(creating, deps, result.error);
@@ -271,11 +298,16 @@ async function onCreateFailure(check: Check, deps: StepDeps, error: UpstreamFail
   if ((error.kind === 'network' && !error.sentRequest) || notProcessed) {
     // Certain that nothing reached the upstream: safe to try again later.
     const delay = Math.min(deps.pollIntervalMs * 2 ** Math.min(check.pollFailures, 6), MAX_CREATE_BACKOFF_MS);
-    await write(check, deps, {
-      state: 'starting',
-      pollFailures: check.pollFailures + 1,
-      nextRunAt: deps.now() + delay,
-    });
+    await write(
+      check,
+      deps,
+      {
+        state: 'starting',
+        pollFailures: check.pollFailures + 1,
+        nextRunAt: deps.now() + delay,
+      },
+      'create-task not sent: retry',
+    );
     return;
   }
   if (error.kind === 'http' && error.status >= 400 && error.status < 500 && error.status !== 408) {
@@ -295,13 +327,18 @@ async function onCreateFailure(check: Check, deps: StepDeps, error: UpstreamFail
 async function holdAmbiguous(check: Check, deps: StepDeps): Promise<void> {
   const row = adapterError('ambiguous-create');
   const cer = adapterErrorCer(contextOf(check, deps), { code: 'ambiguous-create', text: row.text });
-  await write(check, deps, {
-    state: 'creating',
-    cer,
-    outcome: cer.outcome,
-    envelope: null,
-    nextRunAt: deps.now() + Math.max(timeoutOf(check, deps), deps.pollIntervalMs),
-  });
+  await write(
+    check,
+    deps,
+    {
+      state: 'creating',
+      cer,
+      outcome: cer.outcome,
+      envelope: null,
+      nextRunAt: deps.now() + Math.max(timeoutOf(check, deps), deps.pollIntervalMs),
+    },
+    'ambiguous create-task: answered, slot held for one timeout',
+  );
   deps.onEvent?.({ type: 'done', tenantId: check.tenantId, outcome: 'ambiguous-create' });
 }
 
@@ -356,7 +393,7 @@ async function onPollFailure(check: Check, deps: StepDeps, error: UpstreamFailur
   if (now >= check.deadlineAt && check.outcome === 'queued') {
     patch.cer = stillCheckingCer(contextOf(check, deps), parsedEnvelope(check));
   }
-  await write(check, deps, patch);
+  await write(check, deps, patch, 'poll failed: backoff');
 }
 
 /** When a check still not finished is given up: ABANDON_AFTER_TIMEOUTS timeouts after its start. */
@@ -393,20 +430,30 @@ async function onEnvelope(check: Check, deps: StepDeps, envelope: Envelope): Pro
       // the next poll is written (bench/README.md, figure 3). Past the timeout the full path
       // runs, as the CER must then say the check is still running. (After a restart with another
       // PUBLIC_BASE_URL, an interim CER keeps its old links until the envelope next changes.)
-      await write(check, deps, {
-        ...(check.pollFailures !== 0 ? { pollFailures: 0 } : {}),
-        nextRunAt: now + deps.pollIntervalMs,
-      });
+      await write(
+        check,
+        deps,
+        {
+          ...(check.pollFailures !== 0 ? { pollFailures: 0 } : {}),
+          nextRunAt: now + deps.pollIntervalMs,
+        },
+        'status unchanged',
+      );
       return;
     }
     const ctx = contextOf(check, deps);
-    await write(check, deps, {
-      envelope,
-      upstreamStatus: envelope.status,
-      pollFailures: 0,
-      nextRunAt: now + (late ? deps.slowPollIntervalMs : deps.pollIntervalMs),
-      cer: late ? stillCheckingCer(ctx, envelope) : mapEnvelope(envelope, ctx),
-    });
+    await write(
+      check,
+      deps,
+      {
+        envelope,
+        upstreamStatus: envelope.status,
+        pollFailures: 0,
+        nextRunAt: now + (late ? deps.slowPollIntervalMs : deps.pollIntervalMs),
+        cer: late ? stillCheckingCer(ctx, envelope) : mapEnvelope(envelope, ctx),
+      },
+      late ? 'past the timeout: slow polls' : 'status changed',
+    );
     return;
   }
   await finish(check, deps, envelope, envelope);
@@ -432,25 +479,35 @@ async function finish(
     });
     // The first task's envelope and CER go: its messages and document links are not the second
     // task's (document URLs resolve against the current task id), and it decides nothing now.
-    await write(check, deps, {
-      state: 'starting',
-      envelope: null,
-      upstreamStatus: null,
-      pollFailures: 0,
-      nextRunAt: now,
-      cer: queuedCer(ctx),
-    });
+    await write(
+      check,
+      deps,
+      {
+        state: 'starting',
+        envelope: null,
+        upstreamStatus: null,
+        pollFailures: 0,
+        nextRunAt: now,
+        cer: queuedCer(ctx),
+      },
+      'outcome allows one retry: second task',
+    );
     return;
   }
   // Cut off: the outcome of a complete search, the envelope as the upstream sent it.
   const cer = cutOff ? searchAllCutOffCer(envelope, ctx) : mapEnvelope(mapped, ctx);
-  await write(check, deps, {
-    state: 'done',
-    envelope,
-    upstreamStatus: envelope.status,
-    cer,
-    outcome: cer.outcome,
-  });
+  await write(
+    check,
+    deps,
+    {
+      state: 'done',
+      envelope,
+      upstreamStatus: envelope.status,
+      cer,
+      outcome: cer.outcome,
+    },
+    `finished: ${rule.upstream}`,
+  );
   deps.onEvent?.({ type: 'done', tenantId: check.tenantId, outcome: rule.upstream });
 }
 

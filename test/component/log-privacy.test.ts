@@ -287,3 +287,37 @@ describe('log privacy', () => {
     }
   });
 });
+
+describe('the scheduler at debug level', () => {
+  it('leaves one PHI-free line per decision: claimed, task going out, created, finished', async () => {
+    const res = await request(h.url)
+      .post(SUBMIT)
+      .set('Authorization', `Bearer ${TENANT_A_KEY}`)
+      .set('Prefer', 'wait=10')
+      .send(eligibilityRequest({ emiratesId: '784-1990-0000001-1' }));
+    expect(res.status).toBe(200);
+    const checkId = String(res.headers.location).split('/').pop() ?? '';
+    const trail = await until(() => {
+      const lines = h.logs
+        .map(
+          (line) => JSON.parse(line) as { message: string; checkId?: string; why?: string; state?: string },
+        )
+        .filter((line) => line.checkId === checkId);
+      return lines.some((line) => line.why?.startsWith('finished')) ? lines : undefined;
+    });
+    const messages = trail.map((line) => (line.why ? `${line.message}: ${line.why}` : line.message));
+    expect(messages[0]).toBe('check claimed');
+    expect(messages).toEqual(
+      expect.arrayContaining([
+        'check step: create-task going out',
+        'check step: task created: first poll',
+        'check step: finished: found_eligible',
+      ]),
+    );
+    expect(trail.filter((line) => line.message === 'check claimed').length).toBeGreaterThanOrEqual(2);
+    // Nothing in the trail names the patient.
+    const text = trail.map((line) => JSON.stringify(line)).join('\n');
+    for (const value of ['784-1990-0000001-1', '784199000000011', ...NAME, ...PHONE, BIRTH_DATE])
+      expect(text).not.toContain(value);
+  });
+});
