@@ -114,7 +114,10 @@ export const badRequest = (text: string, expression?: string): OperationOutcomeE
 export const structureError = (text: string, expression?: string): OperationOutcomeError =>
   new OperationOutcomeError(outcome('structure', text, expression ? { expression: [expression] } : {}), 400);
 
-/** Valid FHIR that lacks what a check needs: 422 (DESIGN.md section 2). */
+/**
+ * Valid FHIR that lacks what a check needs (a patient identifier, a payer code, a known service
+ * category): 422, where input that is not valid FHIR is 400 (docs/request-mapping.md, section 4).
+ */
 export const unprocessable = (
   text: string,
   expression: string,

@@ -1,7 +1,7 @@
 /**
  * Upstream envelope -> CoverageEligibilityResponse (src/mapping/response/), against the outcome
- * table of DESIGN.md section 2 and upstream-api.md. Every CER and conformance resource goes
- * through the real FHIR validator.
+ * table (mappings/outcomes.json, docs/response-mapping.md) and the upstream's rules
+ * (docs/upstream.md). Every CER and conformance resource goes through the real FHIR validator.
  */
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import fc from 'fast-check';

@@ -2,9 +2,10 @@
  * The conformance resources of the CERs: one StructureDefinition per extension
  * (https://hl7.org/fhir/R4/extensibility.html#define, https://hl7.org/fhir/R4/structuredefinition.html),
  * the CodeSystems of the service's own codes (https://hl7.org/fhir/R4/codesystem.html) and the
- * ValueSet a code-valued sub-extension is bound to. Built once from the tables in mappings/.
+ * ValueSet a code-valued sub-extension is bound to. Built once from the tables in mappings/, each
+ * read and checked by the module that owns it (loadMappingTable): conformance/*.json here,
+ * adapter-errors.json by response/adapter-errors.ts, outcomes.json by response/outcome-rules.ts.
  */
-import { readFileSync } from 'node:fs';
 import type {
   CodeSystem,
   CodeSystemConcept,
@@ -15,6 +16,8 @@ import type {
 } from 'fhir/r4.js';
 import { z } from 'zod';
 import { canonical } from '../../fhir/canonical.js';
+import { loadMappingTable } from '../mapping-table.js';
+import { allAdapterErrors } from '../response/adapter-errors.js';
 import { EXTENSION_IDS, OUTCOME_SYSTEM, SERVICE_CATEGORY_SYSTEM } from '../response/codes.js';
 import { conceptMaps } from './concept-maps.js';
 import { outcomeRules } from '../response/outcome-rules.js';
@@ -83,17 +86,9 @@ const codeSystemsTableSchema = z.object({
     }),
   ),
 });
-const adapterErrorsSchema = z.object({
-  errors: z.array(z.object({ code: z.string(), text: z.string() }).loose()),
-});
 
-function readTable(path: string): unknown {
-  return JSON.parse(readFileSync(new URL(`../../../mappings/${path}`, import.meta.url), 'utf8'));
-}
-
-const extensionsTable = extensionsTableSchema.parse(readTable('conformance/extensions.json'));
-const codeSystemsTable = codeSystemsTableSchema.parse(readTable('conformance/code-systems.json'));
-const adapterErrors = adapterErrorsSchema.parse(readTable('adapter-errors.json'));
+const extensionsTable = loadMappingTable('conformance/extensions.json', extensionsTableSchema);
+const codeSystemsTable = loadMappingTable('conformance/code-systems.json', codeSystemsTableSchema);
 
 const common = {
   version: extensionsTable.version,
@@ -233,7 +228,7 @@ function outcomeCodeSystem(): CodeSystem {
         definition: rule.text,
       });
   }
-  for (const error of adapterErrors.errors) {
+  for (const error of allAdapterErrors()) {
     concepts.set(error.code, { code: error.code, display: displayOf(error.code), definition: error.text });
   }
   const cs = codeSystem(

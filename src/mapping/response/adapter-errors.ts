@@ -1,5 +1,7 @@
 /**
- * Adapter-side failures (mappings/adapter-errors.json), loaded and checked once.
+ * Adapter-side failures (mappings/adapter-errors.json), loaded and checked once: the one reader
+ * of that table, for the answers (`adapterError`, `findAdapterError`) and for the outcome
+ * CodeSystem published by src/mapping/conformance/resources.ts (`allAdapterErrors`).
  */
 import { z } from 'zod';
 import { loadMappingTable } from '../mapping-table.js';
@@ -37,6 +39,11 @@ export function adapterError(code: AdapterErrorCode): AdapterError {
   const row = byCode.get(code);
   if (!row) throw new Error(`mappings/adapter-errors.json has no row for ${code}`);
   return row;
+}
+
+/** Every row, in table order. */
+export function allAdapterErrors(): readonly AdapterError[] {
+  return table.errors;
 }
 
 /** The row for a code read back from a stored CER, if it is an adapter error. */
