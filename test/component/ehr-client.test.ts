@@ -37,6 +37,8 @@ describe('an EHR using fhir-kit-client', () => {
     expectValidFhir(cer);
     expect(cer.resourceType).toBe('CoverageEligibilityResponse');
     expect(cer.outcome).toBe('complete');
+    // The read and the search below compare ids: an id-less CER would make them undefined === undefined.
+    expect(cer.id).toEqual(expect.any(String));
 
     const read = (await client.read({
       resourceType: 'CoverageEligibilityResponse',

@@ -240,7 +240,9 @@ describe('log privacy', () => {
   });
 
   it('every request line has method, route, status, durationMs and requestId; a missing X-Request-Id is generated', async () => {
+    const sent = performance.now();
     const generated = await request(h.url).get('/fhir/metadata');
+    const roundTripMs = performance.now() - sent;
     expect(generated.status).toBe(200);
     const id = String(generated.headers['x-request-id']);
     expect(id).toMatch(/^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/);
@@ -265,6 +267,10 @@ describe('log privacy', () => {
       'the request line of the generated id',
     );
     expect(line).toMatchObject({ method: 'GET', route: '/fhir/metadata', status: 200 });
+    // In milliseconds, and within the round trip the client saw (seconds would round to 0; micro- or
+    // nanoseconds would exceed it).
+    expect(line.durationMs).toBeGreaterThan(0);
+    expect(line.durationMs).toBeLessThanOrEqual(roundTripMs);
     await until(() => requestLines(h.logs).find((l) => l.requestId === 'privacy-req-42'), 5000, 'given id');
     await until(() => requestLines(h.logs).find((l) => l.requestId === replaced), 5000, 'replaced id');
     expect(h.logs.join('\n')).not.toContain('<script>');
@@ -281,7 +287,8 @@ describe('log privacy', () => {
         requestId: expect.any(String),
       });
       expect(String(entry.requestId).length).toBeGreaterThan(0);
-      expect(entry.durationMs as number).toBeGreaterThanOrEqual(0);
+      // Never negative (a monotonic clock); 0 would be a duration not measured, or not in ms.
+      expect(entry.durationMs as number).toBeGreaterThan(0);
       // The route is the pattern, never the raw URL with its query (which may carry patient data).
       expect(String(entry.route)).not.toContain('?');
     }

@@ -290,7 +290,8 @@ describe('operations', () => {
         .send(eligibilityRequest({ emiratesId: '784-1990-0000001-1' }));
       expect(done.status).toBe(200);
       expectValidFhir(done.body);
-      const doneId = (done.body as { id: string }).id;
+      const doneId = (done.body as { id?: string }).id ?? '';
+      expect(doneId).not.toBe(''); // else the "never listed" check at the end passes whatever is listed
 
       // The task upstream has started; the deadline is one timeout after it.
       const check = await until(

@@ -542,6 +542,8 @@ describe('sandbox: defaults and docs', () => {
     const c = new UpstreamClient({ baseUrl: plain.url });
     try {
       expect(plain.url).toMatch(/^http:\/\/127\.0\.0\.1:\d+\/v2\/api-integration-v3$/);
+      // The keys docs/sandbox.md documents (an empty list would make the loop below prove nothing).
+      expect(DEFAULT_SANDBOX_API_KEYS).toEqual(['sandbox', 'sandbox-upstream-key']);
       for (const apiKey of DEFAULT_SANDBOX_API_KEYS) {
         expect((await c.createTask({ ...CREDS, apiKey }, taskRequest('784-1990-0000001-1'))).ok).toBe(true);
       }
@@ -553,6 +555,7 @@ describe('sandbox: defaults and docs', () => {
 
   it('docs/sandbox.md lists every scenario with its identifier', () => {
     const doc = readFileSync(new URL('../../docs/sandbox.md', import.meta.url), 'utf8');
+    expect(SCENARIOS.length).toBeGreaterThan(20);
     for (const scenario of SCENARIOS) {
       expect(doc, scenario.name).toContain(`| ${scenario.name} `);
       if (scenario.serial) expect(doc, scenario.name).toContain(`\`${scenario.example}\``);
