@@ -1,5 +1,5 @@
 /**
- * Configuration: environment variables and the tenants file, exactly as named in DESIGN.md
+ * Configuration: environment variables and the tenants file, exactly as named in the README
  * section 2, parsed with zod before the service listens. A wrong value stops the process with
  * one line naming the variable (ConfigError), never a stack trace.
  */
@@ -96,7 +96,7 @@ const envSchema = z.object({
 });
 
 /**
- * A value written `env:NAME` is read from that environment variable (DESIGN.md: any value of the
+ * A value written `env:NAME` is read from that environment variable (docs/operations.md: any value of the
  * tenants file; in practice the upstream key, and the clinic's ids where they are kept out of it).
  */
 const secretRef = (env: NodeJS.ProcessEnv) =>
@@ -164,7 +164,7 @@ function loadTenants(file: string, env: NodeJS.ProcessEnv): Tenant[] {
   });
 }
 
-/** The sandbox tenant: id `sandbox`, API key `sandbox` (DESIGN.md section 2). */
+/** The sandbox tenant: id `sandbox`, API key `sandbox` (the README). */
 function sandboxTenant(): Tenant {
   return {
     id: 'sandbox',

@@ -1,6 +1,6 @@
 /**
  * Per-tenant rate limit on $submit (issue 6): one client must not flood the upstream, which asks
- * for "a handful of tasks in flight per clinic, not hundreds" (upstream-api.md, Limits).
+ * for "a handful of tasks in flight per clinic, not hundreds" (docs/upstream.md, Concurrency and rates).
  * A token bucket per tenant, per replica: `perMinute` tokens, refilled continuously. Beyond it,
  * 429 with Retry-After (https://hl7.org/fhir/R4/http.html#2.21.0.5 lists 429 for throttling).
  */

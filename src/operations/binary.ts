@@ -1,7 +1,7 @@
 /**
- * Documents and the portal screenshot behind stable adapter URLs (DESIGN.md section 2: never hand
+ * Documents and the portal screenshot behind stable adapter URLs (the README: never hand
  * out an upstream signed link that will expire). The CER carries `/fhir/Binary/{id}`; reading it
- * asks the upstream for the task again (links are re-signed on every read, upstream-api.md) and
+ * asks the upstream for the task again (links are re-signed on every read, docs/upstream.md) and
  * hands back a fresh link for the caller to stream. The signed link itself never leaves the
  * adapter. Binary read: https://hl7.org/fhir/R4/binary.html#rest
  */

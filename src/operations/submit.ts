@@ -1,6 +1,6 @@
 /**
  * CoverageEligibilityRequest/$submit (https://hl7.org/fhir/R4/coverageeligibilityrequest-operation-submit.html).
- * Answers per DESIGN.md section 2: the final CER within the wait, a queued CER with Location
+ * Answers per the README: the final CER within the wait, a queued CER with Location
  * after it, or 202 + Content-Location with Prefer: respond-async (https://hl7.org/fhir/R4/async.html).
  */
 import type { CheckService } from '../checks/service.js';

@@ -1,6 +1,6 @@
 /**
  * The FHIR core's view of a request and its answer. Nothing here knows about express
- * (STYLE.md, after Medplum's FhirRequest / [OperationOutcome, Resource?]).
+ * (after Medplum's FhirRequest / [OperationOutcome, Resource?]).
  */
 import type { Resource } from 'fhir/r4.js';
 import type { Tenant } from '../config.js';

@@ -1,5 +1,5 @@
 /**
- * The sandbox's HTTP surface (express 5), under /v2/api-integration-v3 as upstream-api.md
+ * The sandbox's HTTP surface (express 5), under /v2/api-integration-v3 as docs/upstream.md
  * describes it, plus /sandbox-files/{key} serving the signed links. Logs nothing: it would only
  * ever see patient data.
  */
@@ -15,7 +15,7 @@ import { taskRequestSchema } from './tasks.js';
 
 export const BASE_PATH = '/v2/api-integration-v3';
 
-/** The bulk endpoints: they exist and answer 503 on every call (upstream-api.md, "Unavailable"). */
+/** The bulk endpoints: they exist and answer 503 on every call (docs/upstream.md, "Endpoints the adapter calls"). */
 export const BULK_PATHS = ['/create-tasks-bulk', '/eligibility-results-bulk'] as const;
 
 export interface SandboxDeps {

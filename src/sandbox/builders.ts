@@ -1,6 +1,6 @@
 /**
  * Builders of the sandbox's answers: the task envelope of GET /eligibility-result/{task_id} and
- * the narrower view of GET /task-status/{task_id} (upstream-api.md). Pure functions of the task,
+ * the narrower view of GET /task-status/{task_id} (docs/upstream.md). Pure functions of the task,
  * the time and a link signer, so test fixtures are generated from them and cannot drift.
  */
 import type { Signer } from './links.js';
@@ -29,7 +29,7 @@ export interface BuildClock {
 
 type Json = Record<string, unknown>;
 
-/** Search-all completion threshold on eligibility-result, and on task-status (upstream-api.md, Limits). */
+/** Search-all completion threshold on eligibility-result, and on task-status (docs/upstream.md, Concurrency and rates). */
 export const SEARCH_ALL_THRESHOLD = 17;
 export const TASK_STATUS_SEARCH_ALL_THRESHOLD = 22;
 

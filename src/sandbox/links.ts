@@ -1,6 +1,6 @@
 /**
  * Signed file links of the sandbox, standing in for the upstream's expiring S3 links
- * (upstream-api.md: "Signed links ... are re-signed on every read").
+ * (docs/upstream.md: "Signed links").
  */
 import { createHmac, timingSafeEqual } from 'node:crypto';
 

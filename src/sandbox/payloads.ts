@@ -1,6 +1,7 @@
 /**
- * data_dump.data payloads of the sandbox, in the shapes of upstream-api.md ("data_dump.data",
- * "copay_analysis", "policy_network", "copay_details_to_fill", "Warning entry"). Pure: everything
+ * data_dump.data payloads of the sandbox, in the shapes the upstream sends (docs/upstream.md,
+ * "What the adapter reads in the envelope": copay_analysis, policy_network, copay_details_to_fill,
+ * warnings). Pure: everything
  * comes from the context, so fixtures built from these functions are stable.
  */
 import type { Signer } from './links.js';
@@ -80,7 +81,7 @@ type CopayRow = [
   max: number | null,
 ];
 
-// One percentage as "20%", one as the decimal string "12.5", one Not Covered (upstream-api.md).
+// One percentage as "20%", one as the decimal string "12.5", one Not Covered (docs/upstream.md).
 const COPAYS: CopayRow[] = [
   ['Consultation', 'Covered', '20%', null, 50],
   ['Pharmacy', 'Covered', '12.5', null, 100],

@@ -44,7 +44,7 @@ export type TimelineName = 'standard' | 'jump' | 'slow' | 'new-status';
 
 /**
  * In-flight phases per timeline; the terminal status follows the last phase. `jump` never reaches
- * a payer page, so it skips EXTRACTING_DATA (upstream-api.md, "States and transitions").
+ * a payer page, so it skips EXTRACTING_DATA (docs/upstream.md, "Task status").
  */
 export const TIMELINES: Readonly<Record<TimelineName, readonly Phase[]>> = {
   standard: [

@@ -1,6 +1,6 @@
 /**
  * Search-all plans of the sandbox, as data: which payers answer a search-all, when, and with what
- * (upstream-api.md, "Search-all tasks" and "Search-all status"). Timings are at timeScale 1.
+ * (docs/upstream.md, "Search-all tasks"). Timings are at timeScale 1.
  */
 
 export type SearchAllPlanName =
@@ -44,7 +44,7 @@ const MNF = 'member_not_found' as const;
 
 /**
  * Search-all plans. Completion (eligibility-result): 17 answers, or every answer found the member,
- * or a single aggregator answered and the check finished (upstream-api.md, "Search-all status").
+ * or a single aggregator answered and the check finished (docs/upstream.md, "Search-all tasks").
  */
 export const SEARCH_ALL_PLANS: Readonly<Record<SearchAllPlanName, SearchAllPlan>> = {
   // Complete at the 17th answer while the task is still NAVIGATING_WEBSITE; MSH lacks the internal key.

@@ -1,11 +1,11 @@
 /**
- * UpstreamClient: the undici client of the upstream eligibility service (shared/upstream-api.md).
+ * UpstreamClient: the undici client of the upstream eligibility service (docs/upstream.md).
  *
  * Never throws. Every call returns `{ ok: true, value }` or a typed failure:
  * - `http`: any non-2xx answer, with its status and body text (at most 2 KB);
  * - `network`: the exchange broke; `sentRequest: false` only when the request certainly never
  *   reached the server (refused, unresolvable, connect timeout), since the check lifecycle re-sends
- *   create-task only then (DESIGN.md section 3: create-task at most once per check);
+ *   create-task only then (docs/lifecycle.md: create-task at most once per check);
  * - `timeout`: no headers or no body within requestTimeoutMs;
  * - `invalid-body`: a 2xx whose body is not JSON or fails the zod schema.
  * The API key is sent as a header only: it never appears in a failure (bodies are scrubbed of it).

@@ -1,7 +1,7 @@
 /**
  * Zod schemas of the upstream task envelope (GET /eligibility-result/{task_id}).
  *
- * Source: shared/upstream-api.md, "Resources and their fields".
+ * Source: docs/upstream.md, "What the adapter reads in the envelope".
  * Tolerant where the document says the upstream varies (unknown future in-flight statuses,
  * numbers given as strings, optional blocks, fields missing on some tasks, unknown extra keys);
  * strict where a wrong guess would mislead a clinician (is_eligible must be a boolean or null,

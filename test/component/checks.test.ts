@@ -1,5 +1,5 @@
 /**
- * The outcome table of DESIGN.md section 2, end to end: $submit over HTTP -> scheduler -> sandbox
+ * The outcome table of the README, end to end: $submit over HTTP -> scheduler -> sandbox
  * upstream over real HTTP -> CER / OperationOutcome. Every resource the service answers with is
  * run through the FHIR validator. Upstream calls are counted to prove the retry rules.
  */

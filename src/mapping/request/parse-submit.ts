@@ -147,7 +147,7 @@ async function resolveCoverages(
   return [...targets.filter((t) => t.focal), ...targets.filter((t) => !t.focal)].map((t) => t.target);
 }
 
-/** `system|value` of the first request identifier: the per-tenant idempotency key (DESIGN.md section 2). */
+/** `system|value` of the first request identifier: the per-tenant idempotency key (the README). */
 function idempotencyKeyOf(request: CoverageEligibilityRequest): string | null {
   const identifier = list(request.identifier)[0];
   if (!identifier?.value) return null;

@@ -1,7 +1,7 @@
 /**
  * Who the check is for: the identifier sent to the payer portal (request_dump.emirates_id and
  * id_type) and the few demographics the upstream wants (name, phone, dob).
- * Order (DESIGN.md section 2): the patient's Emirates ID (type NI, or an Emirates ID system) first,
+ * Order (the README): the patient's Emirates ID (type NI, or an Emirates ID system) first,
  * then the patient's member card (type MB), then the Coverage's subscriberId or card identifier.
  */
 import type { Coverage, HumanName, Identifier, Patient, Reference } from 'fhir/r4.js';

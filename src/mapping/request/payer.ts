@@ -3,7 +3,7 @@
  * Reference the CoverageEligibilityResponse carries. The payer code comes from the insurer
  * Organization's identifier typed NIIP (v2-0203), else one in a payer-code system
  * (mappings/payers.json), else its only identifier; or from a logical insurer reference.
- * Any code is passed through: the payer list is the upstream's (DESIGN.md section 2).
+ * Any code is passed through: the payer list is the upstream's (the README).
  */
 import type { Identifier, Organization, Reference } from 'fhir/r4.js';
 import { unprocessable } from '../../fhir/outcomes.js';

@@ -1,6 +1,6 @@
 /**
  * Stable ids for portal documents and screenshots. The upstream's links are signed and expire
- * (upstream-api.md: "re-signed on every read"), so a CER never carries them (DESIGN.md section 2,
+ * (docs/upstream.md: "Signed links"), so a CER never carries them (the README,
  * Documents and screenshot). It carries `${baseUrl}/fhir/Binary/{binaryId}` instead; that
  * route reads the task again and follows the fresh link (`resolveBinary`).
  *

@@ -40,7 +40,7 @@ export function searchAllCutOffCer(envelope: Envelope, ctx: CerContext): Coverag
 }
 
 /**
- * Past the check's timeout and still running (upstream-api.md, Polling rules 4): queued, saying
+ * Past the check's timeout and still running (docs/upstream.md, "When a poll fails"): queued, saying
  * so; a search-all lists the payers that already answered.
  */
 export function stillCheckingCer(ctx: CerContext, envelope?: Envelope | null): CoverageEligibilityResponse {

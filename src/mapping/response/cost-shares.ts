@@ -1,6 +1,6 @@
 /**
  * The three places a result gives cost sharing, read into one shape (CostShare), one per
- * future CER item (upstream-api.md: copay_analysis, new_version_of_copay_analysis.benefits,
+ * future CER item (docs/upstream.md: copay_analysis, new_version_of_copay_analysis.benefits,
  * copay_details_to_fill). No figure is dropped: items.ts turns every one into a benefit.
  */
 import type {

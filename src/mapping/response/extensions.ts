@@ -18,7 +18,7 @@ import {
 import { isCalendarDate } from './dates.js';
 import { gatekeeperRequired } from './vocabulary.js';
 
-/** How the portal's warning types read: missing or unknown = warning (upstream-api.md, Warning entry). */
+/** How the portal's warning types read: missing or unknown = warning (docs/upstream.md, "Other fields with a rule attached"). */
 export function messageTypeOf(entry: WarningEntry): 'warning' | 'information' {
   return entry.message_type?.trim().toLowerCase() === 'information' ? 'information' : 'warning';
 }
@@ -147,7 +147,7 @@ export function gpReferralExtension(network: PolicyNetwork | null | undefined): 
   ]);
 }
 
-/** Multi-card: which card of how many, its number, package and network (upstream-api.md, Multi-card). */
+/** Multi-card: which card of how many, its number, package and network (docs/upstream.md, Members with several cards). */
 export function multiCardExtension(data: ResultData): Extension | undefined {
   const total = parseLooseNumber(data.multi_card_total);
   if (total === null || total <= 1) return undefined;

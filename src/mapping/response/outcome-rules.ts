@@ -1,5 +1,5 @@
 /**
- * The outcome table (mappings/outcomes.json, DESIGN.md section 2): what an upstream envelope
+ * The outcome table (mappings/outcomes.json, the README): what an upstream envelope
  * means for the CER outcome, the $submit HTTP status, the OperationOutcome and retries.
  * Code derives a key from the envelope; the table says what the key means.
  */
@@ -126,7 +126,7 @@ export function isFoundStatus(status: string): boolean {
   return table.searchAll.foundStatuses.includes(status);
 }
 
-/** True when the envelope is a search-all task (upstream-api.md, Search-all tasks). */
+/** True when the envelope is a search-all task (docs/upstream.md, Search-all tasks). */
 export function isSearchAllEnvelope(envelope: Envelope): boolean {
   return (
     envelope.is_search_all === true ||
@@ -135,7 +135,7 @@ export function isSearchAllEnvelope(envelope: Envelope): boolean {
   );
 }
 
-/** Multi-card: multi_card_total greater than 1 "signals a partial picture" (upstream-api.md, Multi-card). */
+/** Multi-card: multi_card_total greater than 1 "signals a partial picture" (docs/upstream.md, Members with several cards). */
 export function isMultiCard(data: ResultData | null | undefined): boolean {
   return (parseLooseNumber(data?.multi_card_total) ?? 0) > 1;
 }
@@ -158,7 +158,7 @@ function resultKey(result: EligibilityResult): OutcomeKey {
   const data = result.data_dump?.data;
   if (isFoundStatus(result.status)) {
     const multi = isMultiCard(data);
-    // is_eligible null or absent is no determination, never "not eligible" (upstream-api.md).
+    // is_eligible null or absent is no determination, never "not eligible" (docs/upstream.md).
     if (data?.is_eligible === true) return multi ? 'found_eligible_multi_card' : 'found_eligible';
     if (data?.is_eligible === false) return multi ? 'found_not_eligible_multi_card' : 'found_not_eligible';
     return 'found_no_determination';

@@ -1,5 +1,5 @@
 /**
- * A search-all envelope -> one CER (DESIGN.md section 2, Search-all; upstream-api.md, Search-all tasks).
+ * A search-all envelope -> one CER (the README, search across all payers; docs/upstream.md, Search-all tasks).
  * One insurance entry per payer that found the member (status found or member_found), in the
  * order the upstream gives them: created_at is when a payer answered and never ranks them.
  * Every payer that answered is recorded in a search-all-response extension.
@@ -59,7 +59,7 @@ function plural(n: number, word: string): string {
   return `${n} ${word}${n === 1 ? '' : 's'}`;
 }
 
-/** What a finished search says: the eligible payers, or that none was found (upstream-api.md, Choosing a match). */
+/** What a finished search says: the eligible payers, or that none was found (docs/upstream.md, "Search-all tasks"). */
 function summary(answers: Answer[], complete: boolean): string[] {
   const found = answers.filter((a) => a.found);
   const eligible = found.filter((a) => a.entry.data?.is_eligible === true);

@@ -2,7 +2,7 @@
  * A single-payer envelope -> CER, by its row of the outcome table.
  * found: one insurance entry with a contained Coverage; inforce from is_eligible.
  * Error rows: outcome error, error.code from the table, the upstream's error_type and message,
- * never insurance and never inforce (upstream-api.md: a missing is_eligible is not false).
+ * never insurance and never inforce (docs/upstream.md: a missing is_eligible is not false).
  */
 import type { CoverageEligibilityResponse, DocumentReference, Extension } from 'fhir/r4.js';
 import type { CerContext } from '../types.js';
@@ -71,7 +71,7 @@ function foundCer(
   const result = envelope.eligibility_result;
   const payor = payorOf(ctx, result?.tpa_name ?? data.adjusted_tpa_name, data.policy_network?.payer_name);
   const { insurance, coverage } = insuranceOf(data, { coverageId: 'coverage', patient: ctx.patient, payor });
-  // found + is_eligible false: the payer's reason is the disposition (DESIGN.md outcome table).
+  // found + is_eligible false: the payer's reason is the disposition (the outcome table, mappings/outcomes.json).
   const lead = data.is_eligible === false ? (fhirText(data.failure_reason) ?? rule.text) : rule.text;
   const disposition = dispositionOf([
     lead,
