@@ -47,6 +47,8 @@ export interface Config {
   submitRatePerMinute: number;
   /** Speed of the built-in sandbox (1 = realistic short timings; smaller = faster). */
   sandboxTimeScale: number;
+  /** Browser origins allowed to call the API (CORS); empty = CORS off. */
+  corsOrigins: string[];
 }
 
 const SANDBOX_KEY = 'sandbox';
@@ -93,7 +95,28 @@ const envSchema = z.object({
     .pipe(z.number().positive())
     .default(1),
   LOG_LEVEL: z.enum(['error', 'warn', 'info', 'http', 'verbose', 'debug', 'silly']).default('info'),
+  /** Comma-separated origins (`https://ehr.example.org`), each exactly scheme, host and port. */
+  CORS_ORIGINS: z
+    .string()
+    .transform((value) =>
+      value
+        .split(',')
+        .map((origin) => origin.trim())
+        .filter(Boolean),
+    )
+    .pipe(z.array(z.string().refine(isOrigin, 'each origin must be scheme://host[:port], nothing else')))
+    .default([]),
 });
+
+/** An origin as a browser sends it: http(s), a host, maybe a port; no path, query or credentials. */
+function isOrigin(value: string): boolean {
+  try {
+    const url = new URL(value);
+    return (url.protocol === 'https:' || url.protocol === 'http:') && url.origin === value;
+  } catch {
+    return false;
+  }
+}
 
 /**
  * A value written `env:NAME` is read from that environment variable (docs/operations.md: any value of the
@@ -213,5 +236,6 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     leaseMs: e.LEASE_MS,
     submitRatePerMinute: e.SUBMIT_RATE_PER_MINUTE,
     sandboxTimeScale: e.SANDBOX_TIME_SCALE,
+    corsOrigins: e.CORS_ORIGINS,
   };
 }

@@ -156,6 +156,7 @@ export async function startServer(
     observe: (method, route, status, seconds) =>
       metrics.httpDuration.observe({ method, route, status: String(status) }, seconds),
     extraRoutes: metricsRoute(metrics, config.metricsToken),
+    corsOrigins: config.corsOrigins,
     fhir: fhirRouter({
       tenants: config.tenants,
       version: VERSION,

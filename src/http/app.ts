@@ -2,6 +2,7 @@
  * The express shell: request ids, the request log, /health and /ready, the /fhir router
  * (src/http/fhir-routes.ts), and the one error handler (every error -> OperationOutcome).
  */
+import cors from 'cors';
 import express from 'express';
 import type { Router } from 'express';
 import helmet from 'helmet';
@@ -24,6 +25,40 @@ export interface AppDeps {
   fhir: Router;
   /** Registers routes outside /fhir that carry their own auth (e.g. /metrics). */
   extraRoutes?: (app: express.Express) => void;
+  /** Browser origins allowed to call /fhir (CORS_ORIGINS); empty = no CORS headers at all. */
+  corsOrigins?: readonly string[];
+}
+
+/**
+ * CORS for a browser app on another origin (a SMART app inside the EHR): only the configured
+ * origins, the headers a FHIR client sends, and the answer headers it must read (Location of a
+ * CER, ETag for versioned reads, Content-Location of an async status). Bearer keys, not cookies:
+ * no credentials mode. https://fetch.spec.whatwg.org/#http-cors-protocol
+ */
+function corsFor(origins: readonly string[]) {
+  return cors({
+    origin: [...origins],
+    methods: ['GET', 'POST', 'DELETE'],
+    allowedHeaders: [
+      'Authorization',
+      'Content-Type',
+      'Accept',
+      'Prefer',
+      'If-None-Match',
+      'X-Request-Id',
+      'Cache-Control',
+    ],
+    exposedHeaders: [
+      'Location',
+      'ETag',
+      'Content-Location',
+      'Last-Modified',
+      'Retry-After',
+      'X-Progress',
+      'X-Request-Id',
+    ],
+    maxAge: 600,
+  });
 }
 
 /** Builds the express app. Listening is the caller's job (main.ts, tests on port 0). */
@@ -44,6 +79,7 @@ export function createApp(deps: AppDeps): express.Express {
     res.status(report.ready ? 200 : 503).json(report);
   });
 
+  if (deps.corsOrigins?.length) app.use('/fhir', corsFor(deps.corsOrigins));
   app.use('/fhir', deps.fhir);
 
   deps.extraRoutes?.(app);

@@ -38,6 +38,8 @@ export interface HarnessOptions {
   databaseUrl?: string;
   faults?: { pollErrorRate?: number; latencyMs?: number };
   overrides?: ServerOverrides;
+  /** CORS_ORIGINS. */
+  corsOrigins?: string[];
   /** SOURCE_FHIR_BASE_URL: the EHR's FHIR server for literal references (none by default). */
   sourceFhirBaseUrl?: string | null;
 }
@@ -86,6 +88,7 @@ export function testConfig(upstreamUrl: string, options: HarnessOptions = {}): C
     leaseMs: 60_000,
     submitRatePerMinute: 10_000,
     sandboxTimeScale: 1,
+    corsOrigins: options.corsOrigins ?? [],
   };
 }
 

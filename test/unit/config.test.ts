@@ -20,6 +20,22 @@ const tenant = {
 };
 
 describe('loadConfig', () => {
+  it('CORS_ORIGINS: off by default, a comma-separated list of exact origins, anything else refused', () => {
+    expect(loadConfig({}).corsOrigins).toEqual([]);
+    expect(loadConfig({ CORS_ORIGINS: 'https://ehr.a.example, http://localhost:3000' }).corsOrigins).toEqual([
+      'https://ehr.a.example',
+      'http://localhost:3000',
+    ]);
+    for (const bad of [
+      '*',
+      'https://ehr.a.example/',
+      'https://ehr.a.example/app',
+      'ehr.a.example',
+      'ftp://x.example',
+    ])
+      expect(() => loadConfig({ CORS_ORIGINS: bad }), bad).toThrow(ConfigError);
+  });
+
   it('uses the documented defaults and the sandbox tenant when nothing is set', () => {
     const config = loadConfig({});
     expect(config).toMatchObject({
