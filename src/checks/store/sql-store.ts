@@ -281,14 +281,14 @@ export class SqlStore implements CheckStore {
     if (plan.length === 0) return [];
     const { batch, match, bind } = this.dialect.claimRows;
     const claim = `UPDATE checks SET lease_owner = $1, lease_until = $2,
-         state = CASE WHEN id ${match('$4')} THEN 'starting' ELSE state END
-       WHERE id ${match('$3')} RETURNING *`;
+         state = CASE WHEN id ${match('$3')} THEN 'starting' ELSE state END
+       WHERE id ${match('$4')} RETURNING *`;
     const claimed = new Map<string, Check>();
     for (let start = 0; start < plan.length; start += batch) {
       const rows = plan.slice(start, start + batch);
       const promoted = rows.filter((c) => c.promote).map((c) => c.id);
       const ids = rows.map((c) => c.id);
-      for (const row of yield* query(claim, [owner, now + leaseMs, bind(ids), bind(promoted)]))
+      for (const row of yield* query(claim, [owner, now + leaseMs, bind(promoted), bind(ids)]))
         claimed.set(text(row, 'id'), this.toCheck(row));
     }
     return plan.flatMap((c) => claimed.get(c.id) ?? []);

@@ -40,6 +40,11 @@ export interface SqliteDriverOptions {
 export class SqliteDriver implements SqlDriver {
   readonly dialect = SQLITE;
   private readonly db: Database.Database;
+  /**
+   * Runs work in a transaction, or in a savepoint inside one. Made once: making a better-sqlite3
+   * transaction function costs more (about 3.5 microseconds) than running a short one.
+   */
+  private readonly transaction: Database.Transaction<(work: Work<unknown>) => unknown>;
 
   /** `path` is a file path or `:memory:`; the parent directory must exist. */
   constructor(path: string, options: SqliteDriverOptions = {}) {
@@ -50,6 +55,7 @@ export class SqliteDriver implements SqlDriver {
     this.db.pragma('foreign_keys = ON');
     // NORMAL is durable across application crashes in WAL mode; only an OS crash may lose the last commits.
     this.db.pragma('synchronous = NORMAL');
+    this.transaction = this.db.transaction((work: Work<unknown>) => this.drive(work));
   }
 
   run<T>(mode: Mode, work: Work<T>): Promise<T> {
@@ -58,11 +64,11 @@ export class SqliteDriver implements SqlDriver {
         return settle(() => this.drive(work));
       case 'write':
         // A savepoint inside the batch: the write is atomic, and fails alone.
-        return this.write(() => this.db.transaction(() => this.drive(work))());
+        return this.write(() => this.transaction(work) as T);
       case 'snapshot':
-        return settle(() => this.db.transaction(() => this.drive(work))());
+        return settle(() => this.transaction(work) as T);
       case 'transaction':
-        return settle(() => this.db.transaction(() => this.drive(work)).immediate());
+        return settle(() => this.transaction.immediate(work) as T);
     }
   }
 
