@@ -1,7 +1,7 @@
 /**
  * One step of a claimed check: start it (create-task), poll it, or finish it.
  *
- * Rules from shared/upstream-api.md:
+ * Rules of the upstream service (docs/upstream.md):
  * - create-task runs a real portal session, so it is sent at most once per attempt: it is
  *   re-sent only when it is certain no request reached the upstream (connection refused).
  *   An ambiguous failure ends the check rather than risk a duplicate.
@@ -86,7 +86,7 @@ export type LifecycleEvent =
 /**
  * Upper bound of the backoff after repeated failed polls. A poll only reads a task (no portal
  * session), and the answer may already be there: a front desk should not wait minutes for one
- * more poll. 30 s is six recommended intervals (upstream-api.md, "Recommended poll interval"):
+ * more poll. 30 s is six recommended intervals (docs/upstream.md, "Recommended poll interval"):
  * during an outage each task costs a sixth of the polls (bench drill b: a check unlucky with
  * 30 % 5xx and 10 % stalls waited 3.5 minutes more with a 5-minute cap).
  */
@@ -129,7 +129,7 @@ function contextOf(check: Check, deps: LifecycleDeps): CerContext {
   return cerContext({ ...check, patient: check.cer.patient, insurer: check.cer.insurer }, deps.baseUrl);
 }
 
-/** True when polling must stop: the terminal set, or a completed search-all (upstream-api.md, Search-all). */
+/** True when polling must stop: the terminal set, or a completed search-all (docs/upstream.md, Search-all). */
 export function isFinished(envelope: Envelope, isSearchAll: boolean): boolean {
   if (envelope.status === 'CANCELLED' || envelope.status === 'FAILED') return true;
   if (isSearchAll) return envelope.search_all_status === 'SEARCH_ALL_COMPLETE';
@@ -411,7 +411,7 @@ async function onEnvelope(check: Check, deps: StepDeps, envelope: Envelope): Pro
   const late = now >= check.deadlineAt;
   if (check.isSearchAll && late && isTerminalStatus(envelope.status) && !isFinished(envelope, true)) {
     // The dispatching task is over but no completion rule held by the timeout: what answered is
-    // the answer (completion never promised every payer, upstream-api.md "Search-all status").
+    // the answer (completion never promised every payer, docs/upstream.md "Search-all status").
     await finish(check, deps, envelope, { ...envelope, search_all_status: 'SEARCH_ALL_COMPLETE' }, true);
     return;
   }
@@ -535,7 +535,7 @@ async function openGuard(
 /**
  * A search-all logs in at every payer: a payer that answered invalid_credentials or backoff
  * there gets the same guard as after a single-payer check, so the clinic's next checks with that
- * payer do not log in again (repeated failures lock the payer account, upstream-api.md).
+ * payer do not log in again (repeated failures lock the payer account, docs/upstream.md).
  */
 async function openSearchAllGuards(check: Check, deps: StepDeps, envelope: Envelope) {
   for (const entry of envelope.aggregated_results ?? []) {

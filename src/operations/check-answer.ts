@@ -1,7 +1,7 @@
 /**
- * What $submit (and the async status URL) answer for a check, by the outcome table of
- * DESIGN.md section 2: the CER with 200, or an OperationOutcome with the table's status while
- * the CER with outcome = error stays stored at the Location URL.
+ * What $submit (and the async status URL) answer for a check, by the outcome table (README,
+ * "Answers of $submit"; docs/response-mapping.md): the CER with 200, or an OperationOutcome with
+ * the table's status while the CER with outcome = error stays stored at the Location URL.
  */
 import type { CoverageEligibilityResponse, OperationOutcome } from 'fhir/r4.js';
 import type { Check } from '../checks/store/check-store.js';

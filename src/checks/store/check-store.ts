@@ -1,8 +1,8 @@
 /**
- * The check store: a check is a row, not a promise (DESIGN.md section 3).
- * Every state change is written before it is acted on, so a restart, or a second replica
- * on PostgreSQL, resumes every check. Two implementations: SQLite (embedded default) and
- * PostgreSQL (several replicas), behind this one interface.
+ * The check store: a check is a row, not a promise. Every state change is written before it is
+ * acted on, so a restart, or a second replica on PostgreSQL, resumes every check. One
+ * implementation (sql-store.ts) on two databases: SQLite (embedded default) and PostgreSQL
+ * (several replicas).
  */
 import type { CoverageEligibilityRequest, CoverageEligibilityResponse } from 'fhir/r4.js';
 import type { UpstreamTaskRequest } from '../../upstream/contract.js';
@@ -192,9 +192,10 @@ export interface CheckStore {
    * Applies a patch if the caller holds the latest claim of the check (lease_owner is its claim
    * token), even when the lease has run out but nobody claimed the check since: a slow answer to
    * create-task is then still stored instead of orphaning a real upstream task. Null when another
-   * claim took the check (the caller's step is fenced off). With
-   * `base` (the check as the caller holds it), the result is `base` with the patch applied rather
-   * than the row read back: the hot path of polling skips re-reading and re-parsing the documents.
+   * claim took the check (the caller's step is fenced off). With `base` (the check as the caller
+   * holds it), the write applies only while the stored version is still base's (else null), and
+   * the result is `base` with the patch applied rather than the row read back: the hot path of
+   * polling skips re-reading and re-parsing the documents.
    * With `options.release`, the same statement drops the lease: the step's last write ends the
    * step, so no separate `release` transaction follows it.
    */

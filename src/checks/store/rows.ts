@@ -1,11 +1,11 @@
 /**
- * What the SQLite and PostgreSQL check stores share: column lists, row <-> Check conversion,
- * the search WHERE clause and the claim plan. Only the SQL dialect differs between the two
- * stores (placeholders, JSON and boolean encoding), so that is passed in, never copied.
+ * The rows of the check store as the application sees them: column lists, row <-> Check
+ * conversion, the claim plan. No SQL here (sql-store.ts has all of it); what a driver returns
+ * differently (JSON parsed or not, integers as strings, booleans as 0/1) is read here.
  */
 import type { CoverageEligibilityRequest, CoverageEligibilityResponse } from 'fhir/r4.js';
 import type { UpstreamTaskRequest } from '../../upstream/contract.js';
-import { CHECK_STATES, SLOT_STATES } from './check-store.js';
+import { CHECK_STATES } from './check-store.js';
 import type {
   CerOutcome,
   Check,
@@ -14,7 +14,6 @@ import type {
   Guard,
   GuardKind,
   NewCheck,
-  SearchFilters,
   StoredCer,
 } from './check-store.js';
 
@@ -56,41 +55,8 @@ export const JSON_COLUMNS: ReadonlySet<CheckColumn> = new Set([
   'cer',
 ]);
 
-/** SLOT_STATES as an SQL list of literals (fixed values from check-store.ts, never user input). */
-export const SLOT_STATES_SQL = `(${SLOT_STATES.map((state) => `'${state}'`).join(', ')})`;
-
 const OUTCOMES: readonly string[] = ['queued', 'complete', 'error', 'partial'];
 const GUARD_KINDS: readonly string[] = ['credentials', 'backoff'];
-
-/** How one database spells parameters and encodes values that have no common SQL form. */
-export interface Dialect {
-  /** Placeholder for the n-th parameter (1-based): `?` on SQLite, `$n` on PostgreSQL. */
-  placeholder(n: number): string;
-  /** A JSON value as a bind parameter (and the SQL around its placeholder, e.g. a `::jsonb` cast). */
-  jsonParam(value: unknown): unknown;
-  jsonSql(placeholder: string): string;
-  /** A JSON column value as read back by the driver. */
-  readJson(value: unknown): unknown;
-  /** A boolean as a bind parameter (SQLite has no boolean type). */
-  boolParam(value: boolean): unknown;
-}
-
-/** Collects bind parameters while a statement is built, so the placeholder numbers always match. */
-export class Params {
-  readonly values: unknown[] = [];
-  constructor(private readonly dialect: Dialect) {}
-
-  /** Adds a parameter; returns its placeholder. */
-  add(value: unknown): string {
-    this.values.push(value);
-    return this.dialect.placeholder(this.values.length);
-  }
-
-  /** Adds a JSON parameter; returns the SQL for it. */
-  json(value: unknown): string {
-    return this.dialect.jsonSql(this.add(this.dialect.jsonParam(value)));
-  }
-}
 
 /**
  * The value part of a `system|value` patient key. Stored in its own column so a search with a
@@ -114,7 +80,7 @@ export function stampCer(
   };
 }
 
-/** The values of a new row, in CHECK_COLUMNS order; JSON columns are left to the dialect. */
+/** The values of a new row, by column (JSON columns as values, encoded when bound). */
 export function insertValues(check: NewCheck): Record<CheckColumn, unknown> {
   return {
     id: check.id,
@@ -145,28 +111,8 @@ export function insertValues(check: NewCheck): Record<CheckColumn, unknown> {
   };
 }
 
-/** Builds the INSERT of a new check; it returns no row when the idempotency key already exists. */
-export function insertSql(check: NewCheck, dialect: Dialect): { sql: string; params: unknown[] } {
-  const params = new Params(dialect);
-  const values = insertValues(check);
-  const placeholders = CHECK_COLUMNS.map((column) => bind(params, column, values[column], dialect));
-  // Same upsert syntax on both databases; the conflict target is the partial unique index,
-  // so null keys never collide and a repeated key writes nothing.
-  return {
-    sql:
-      `INSERT INTO checks (${CHECK_COLUMNS.join(', ')}) VALUES (${placeholders.join(', ')}) ` +
-      'ON CONFLICT (tenant_id, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING RETURNING *',
-    params: params.values,
-  };
-}
-
-function bind(params: Params, column: CheckColumn, value: unknown, dialect: Dialect): string {
-  if (JSON_COLUMNS.has(column)) return value === null ? params.add(null) : params.json(value);
-  if (typeof value === 'boolean') return params.add(dialect.boolParam(value));
-  return params.add(value);
-}
-
-const PATCH_COLUMNS: Record<Exclude<keyof CheckPatch, 'cer'>, CheckColumn> = {
+/** The column of each field a patch may set, except `cer` (its version stamp needs the row's version). */
+export const PATCH_COLUMNS: Record<Exclude<keyof CheckPatch, 'cer'>, CheckColumn> = {
   state: 'state',
   upstreamTaskId: 'upstream_task_id',
   upstreamStatus: 'upstream_status',
@@ -177,45 +123,6 @@ const PATCH_COLUMNS: Record<Exclude<keyof CheckPatch, 'cer'>, CheckColumn> = {
   envelope: 'envelope',
   outcome: 'outcome',
 };
-
-/**
- * The SET assignments of a patch, except `cer` (its version stamp needs the row's version,
- * which each store reads its own way). Keys that are present but undefined are skipped.
- */
-export function patchAssignments(patch: CheckPatch, params: Params, dialect: Dialect): string[] {
-  const sets: string[] = [];
-  for (const [key, column] of Object.entries(PATCH_COLUMNS) as Array<
-    [keyof typeof PATCH_COLUMNS, CheckColumn]
-  >) {
-    if (!(key in patch)) continue;
-    const value: unknown = patch[key];
-    if (value === undefined) continue;
-    sets.push(`${column} = ${bind(params, column, value, dialect)}`);
-  }
-  return sets;
-}
-
-/** The tenant-scoped WHERE clause of `search` (patient: exact `system|value`, or the bare value). */
-export function searchWhere(tenantId: string, filters: SearchFilters, params: Params): string {
-  const where = [`tenant_id = ${params.add(tenantId)}`];
-  if (filters.requestId !== undefined) where.push(`id = ${params.add(filters.requestId)}`);
-  if (filters.patientKey !== undefined) {
-    where.push(
-      filters.patientKey.includes('|')
-        ? `patient_key = ${params.add(filters.patientKey)}`
-        : `patient_value = ${params.add(filters.patientKey)}`,
-    );
-  }
-  if (filters.outcome !== undefined) where.push(`outcome = ${params.add(filters.outcome)}`);
-  if (filters.updatedFrom !== undefined) where.push(`updated_at >= ${params.add(filters.updatedFrom)}`);
-  if (filters.updatedBefore !== undefined) where.push(`updated_at < ${params.add(filters.updatedBefore)}`);
-  return where.join(' AND ');
-}
-
-/** A due row that is not leased: the shared condition of every claim query (`now` bound once). */
-export function dueCondition(nowPlaceholder: string): string {
-  return `next_run_at <= ${nowPlaceholder} AND (lease_until IS NULL OR lease_until <= ${nowPlaceholder})`;
-}
 
 /** What a claim pass found, before the batch limit is applied. */
 export interface ClaimCandidate {
@@ -234,6 +141,16 @@ export function planClaim(candidates: ClaimCandidate[], limit: number): ClaimCan
   return [...candidates]
     .sort((a, b) => a.nextRunAt - b.nextRunAt || a.createdAt - b.createdAt || compare(a.id, b.id))
     .slice(0, Math.max(0, limit));
+}
+
+/** A row of a claim's candidate SELECT (id, next_run_at, created_at). */
+export function rowToCandidate(row: Row, promote: boolean): ClaimCandidate {
+  return {
+    id: text(row, 'id'),
+    nextRunAt: int(row, 'next_run_at'),
+    createdAt: int(row, 'created_at'),
+    promote,
+  };
 }
 
 function compare(a: string, b: string): number {
@@ -309,11 +226,11 @@ export function outcome(row: Row): CerOutcome {
   return value as CerOutcome;
 }
 
-/** A `checks` row as a Check. */
-export function rowToCheck(row: Row, dialect: Dialect): Check {
+/** A `checks` row as a Check; `readJson` reads a JSON column as the driver returned it. */
+export function rowToCheck(row: Row, readJson: (value: unknown) => unknown): Check {
   const json = (column: string): unknown => {
     const value = row[column];
-    return value === null || value === undefined ? null : dialect.readJson(value);
+    return value === null || value === undefined ? null : readJson(value);
   };
   const upstreamRequest = json('upstream_request');
   if (!isObject(upstreamRequest)) throw new CorruptRowError('upstream_request', upstreamRequest);
@@ -374,25 +291,6 @@ export function rowToCount(row: Row): {
     count: int(row, 'count'),
   };
 }
-
-/** The ORDER BY of `search`: newest first, id as a tie-break so paging is stable. */
-export const SEARCH_ORDER = 'ORDER BY updated_at DESC, id DESC';
-/** listOverdue returns at most this many (operator view). */
-export const OVERDUE_LIMIT = 500;
-
-/**
- * Indexes of the checks table, the same in both dialects: the claim query, per-tenant slot
- * counts in arrival order, idempotency, patient search, _lastUpdated, overdue and lease views.
- */
-export const CHECK_INDEXES_DDL = `CREATE INDEX checks_claim_idx ON checks (state, next_run_at);
-  CREATE INDEX checks_tenant_state_idx ON checks (tenant_id, state, created_at, id);
-  CREATE UNIQUE INDEX checks_idempotency_idx ON checks (tenant_id, idempotency_key)
-    WHERE idempotency_key IS NOT NULL;
-  CREATE INDEX checks_patient_key_idx ON checks (tenant_id, patient_key);
-  CREATE INDEX checks_patient_value_idx ON checks (tenant_id, patient_value);
-  CREATE INDEX checks_updated_idx ON checks (tenant_id, updated_at);
-  CREATE INDEX checks_overdue_idx ON checks (deadline_at) WHERE state <> 'done';
-  CREATE INDEX checks_lease_owner_idx ON checks (lease_owner) WHERE lease_owner IS NOT NULL;`;
 
 /** The CER of a row as stored JSON text (the read path sends it without parsing it). */
 export function rowToStoredCer(row: Row): StoredCer {

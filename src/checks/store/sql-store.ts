@@ -1,0 +1,383 @@
+/**
+ * The check store, once for SQLite and PostgreSQL: every SQL statement of the store is here
+ * (the schema's are in schema.ts), written with PostgreSQL's $1, $2, ... placeholders, which the
+ * SQLite driver binds as well. What the two databases do differently is a dialect hook (row and
+ * tenant locks of a claim, JSON columns, index hints) or the driver's own business (sqlite.ts:
+ * the group commit; postgres.ts: the pool and its transactions); see driver.ts.
+ */
+import { SLOT_STATES } from './check-store.js';
+import type {
+  Check,
+  CheckPatch,
+  CheckStore,
+  ClaimOptions,
+  Guard,
+  NewCheck,
+  SearchFilters,
+  StoredCer,
+  UpdateOptions,
+} from './check-store.js';
+import {
+  CHECK_COLUMNS,
+  JSON_COLUMNS,
+  PATCH_COLUMNS,
+  insertValues,
+  int,
+  patched,
+  planClaim,
+  rowToCandidate,
+  rowToCheck,
+  rowToCount,
+  rowToGuard,
+  rowToStoredCer,
+  stampCer,
+  text,
+} from './rows.js';
+import type { CheckColumn, Row } from './rows.js';
+import type { Dialect, Result, SqlDriver, Work } from './driver.js';
+import { migration } from './schema.js';
+import type { StoreKind } from './schema.js';
+
+/** Collects bind parameters while a statement is built; returns their placeholders. */
+class Params {
+  readonly values: unknown[] = [];
+
+  add(value: unknown): string {
+    this.values.push(value);
+    return `$${this.values.length}`;
+  }
+}
+
+/** listOverdue returns at most this many (operator view). */
+const OVERDUE_LIMIT = 500;
+/** SLOT_STATES as an SQL list of literals (fixed values, never user input). */
+const SLOT_STATES_SQL = `(${SLOT_STATES.map((state) => `'${state}'`).join(', ')})`;
+/** A due row that is not leased: the condition of every claim query, `now` being $1. */
+const DUE = 'next_run_at <= $1 AND (lease_until IS NULL OR lease_until <= $1)';
+const CLAIMED = 'id, next_run_at, created_at';
+
+function* one(sql: string, params: readonly unknown[] = []): Work<Result> {
+  return yield { sql, params };
+}
+
+function* query(sql: string, params: readonly unknown[] = []): Work<Row[]> {
+  return (yield { sql, params }).rows;
+}
+
+export class SqlStore implements CheckStore {
+  readonly kind: StoreKind;
+  private readonly dialect: Dialect;
+  /** A `checks` row as a Check, its JSON columns read as this driver returns them. */
+  private readonly toCheck: (row: Row) => Check;
+
+  constructor(private readonly driver: SqlDriver) {
+    this.dialect = driver.dialect;
+    this.kind = this.dialect.types.kind;
+    const { readJson } = this.dialect;
+    this.toCheck = (row) => rowToCheck(row, readJson);
+  }
+
+  migrate(): Promise<void> {
+    return this.driver.run('transaction', migration(this.dialect));
+  }
+
+  async ping(): Promise<void> {
+    await this.rows('SELECT 1');
+  }
+
+  close(): Promise<void> {
+    return this.driver.close();
+  }
+
+  insert(check: NewCheck): Promise<{ check: Check; created: boolean }> {
+    return this.driver.run('write', this.inserting(check));
+  }
+
+  async get(tenantId: string, id: string): Promise<Check | null> {
+    const [row] = await this.rows('SELECT * FROM checks WHERE tenant_id = $1 AND id = $2', [tenantId, id]);
+    return row ? this.toCheck(row) : null;
+  }
+
+  async getCerJson(tenantId: string, id: string): Promise<StoredCer | null> {
+    const [row] = await this.rows(
+      `SELECT ${this.dialect.jsonText('cer')} AS cer, version, updated_at FROM checks WHERE tenant_id = $1 AND id = $2`,
+      [tenantId, id],
+    );
+    return row ? rowToStoredCer(row) : null;
+  }
+
+  async getCerVersion(tenantId: string, id: string): Promise<Omit<StoredCer, 'json'> | null> {
+    // SQLite: the planner would take the primary key and then read the row (migration 4).
+    const [row] = await this.rows(
+      `SELECT version, updated_at FROM checks${this.dialect.indexedBy('checks_version_idx')}
+       WHERE tenant_id = $1 AND id = $2`,
+      [tenantId, id],
+    );
+    return row ? { version: Number(row.version), updatedAt: Number(row.updated_at) } : null;
+  }
+
+  claimDue(options: ClaimOptions): Promise<Check[]> {
+    if (options.limit <= 0) return Promise.resolve([]);
+    return this.driver.run('transaction', this.claiming(options));
+  }
+
+  update(
+    id: string,
+    owner: string,
+    patch: CheckPatch,
+    now: number,
+    base?: Check,
+    options: UpdateOptions = {},
+  ): Promise<Check | null> {
+    return this.driver.run('write', this.updating(id, owner, patch, now, base, options.release === true));
+  }
+
+  async release(id: string, owner: string): Promise<void> {
+    const sql = 'UPDATE checks SET lease_owner = NULL, lease_until = NULL WHERE id = $1 AND lease_owner = $2';
+    await this.driver.run('write', one(sql, [id, owner]));
+  }
+
+  async releaseAll(owner: string): Promise<void> {
+    // The owner's leases carry claim tokens `owner:round`.
+    await this.rows(
+      `UPDATE checks SET lease_owner = NULL, lease_until = NULL
+       WHERE lease_owner = $1 OR substr(lease_owner, 1, length($1) + 1) = $1 || ':'`,
+      [owner],
+    );
+  }
+
+  async stopAsyncTracking(tenantId: string, id: string): Promise<void> {
+    await this.rows('UPDATE checks SET async_stopped = TRUE WHERE tenant_id = $1 AND id = $2', [
+      tenantId,
+      id,
+    ]);
+  }
+
+  search(
+    tenantId: string,
+    filters: SearchFilters,
+    page: { count: number; offset: number },
+  ): Promise<{ total: number; checks: Check[] }> {
+    return this.driver.run('snapshot', this.searching(tenantId, filters, page));
+  }
+
+  async getGuard(tenantId: string, payerCode: string): Promise<Guard | null> {
+    // Compared as guardPayer() writes them, so rows stored before it (as the client spelled the
+    // code) still count; a credentials guard first.
+    const [row] = await this.rows(
+      `SELECT * FROM payer_guards WHERE tenant_id = $1 AND UPPER(TRIM(payer_code)) = UPPER(TRIM($2))
+       ORDER BY (kind = 'credentials') DESC LIMIT 1`,
+      [tenantId, payerCode],
+    );
+    return row ? rowToGuard(row) : null;
+  }
+
+  async putGuard(guard: Guard): Promise<void> {
+    await this.rows(
+      `INSERT INTO payer_guards (tenant_id, payer_code, kind, until_at, reason, opened_at)
+       VALUES ($1, $2, $3, $4, $5, $6)
+       ON CONFLICT (tenant_id, payer_code) DO UPDATE SET
+         kind = excluded.kind, until_at = excluded.until_at,
+         reason = excluded.reason, opened_at = excluded.opened_at
+       -- A credentials guard (open until an operator resets it) is never turned into a timed one.
+       WHERE payer_guards.kind <> 'credentials' OR excluded.kind = 'credentials'`,
+      [guard.tenantId, guard.payerCode, guard.kind, guard.until, guard.reason, guard.openedAt],
+    );
+  }
+
+  async deleteGuard(tenantId: string, payerCode: string): Promise<boolean> {
+    const sql = 'DELETE FROM payer_guards WHERE tenant_id = $1 AND UPPER(TRIM(payer_code)) = UPPER(TRIM($2))';
+    return (await this.driver.run('single', one(sql, [tenantId, payerCode]))).changed > 0;
+  }
+
+  async listGuards(): Promise<Guard[]> {
+    return (await this.rows('SELECT * FROM payer_guards ORDER BY tenant_id, payer_code')).map(rowToGuard);
+  }
+
+  async listOverdue(now: number): Promise<Check[]> {
+    const rows = await this.rows(
+      `SELECT * FROM checks WHERE state <> 'done' AND deadline_at < $1 ORDER BY deadline_at, id LIMIT $2`,
+      [now, OVERDUE_LIMIT],
+    );
+    return rows.map(this.toCheck);
+  }
+
+  async countByState(): Promise<
+    Array<{ tenantId: string; state: Check['state']; outcome: Check['outcome']; count: number }>
+  > {
+    const rows = await this.rows(
+      `SELECT tenant_id, state, outcome, COUNT(*) AS count FROM checks
+       GROUP BY tenant_id, state, outcome ORDER BY tenant_id, state, outcome`,
+    );
+    return rows.map(rowToCount);
+  }
+
+  async purgeBefore(updatedBefore: number): Promise<number> {
+    // Only finished checks: purging an unfinished one would lose a check a client is still waiting for.
+    const sql = `DELETE FROM checks WHERE state = 'done' AND updated_at < $1`;
+    return (await this.driver.run('single', one(sql, [updatedBefore]))).changed;
+  }
+
+  // ---- the work of each call --------------------------------------------------------------
+
+  private rows(sql: string, params: readonly unknown[] = []): Promise<Row[]> {
+    return this.driver.run('single', query(sql, params));
+  }
+
+  private *inserting(check: NewCheck): Work<{ check: Check; created: boolean }> {
+    const params = new Params();
+    const values = insertValues(check);
+    const placeholders = CHECK_COLUMNS.map((column) => this.bind(params, column, values[column]));
+    // The conflict target is the partial unique index, so null keys never collide and a
+    // repeated key writes nothing.
+    const [inserted] = yield* query(
+      `INSERT INTO checks (${CHECK_COLUMNS.join(', ')}) VALUES (${placeholders.join(', ')})
+       ON CONFLICT (tenant_id, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING RETURNING *`,
+      params.values,
+    );
+    if (inserted) return { check: this.toCheck(inserted), created: true };
+    // The conflicting insert has committed (PostgreSQL's ON CONFLICT waited for it), so this sees it.
+    const [existing] = yield* query('SELECT * FROM checks WHERE tenant_id = $1 AND idempotency_key = $2', [
+      check.tenantId,
+      check.idempotencyKey,
+    ]);
+    if (!existing) throw new Error(`check ${check.id} was neither inserted nor found`);
+    return { check: this.toCheck(existing), created: false };
+  }
+
+  private *claiming(options: ClaimOptions): Work<Check[]> {
+    const { owner, now, leaseMs, limit } = options;
+    const { lockRows } = this.dialect;
+    const candidates = (yield* query(
+      `SELECT ${CLAIMED} FROM checks WHERE state IN ${SLOT_STATES_SQL} AND ${DUE}
+         ORDER BY next_run_at, created_at, id LIMIT $2${lockRows}`,
+      [now, limit],
+    )).map((row) => rowToCandidate(row, false));
+    const tenants = yield* query(
+      `SELECT DISTINCT tenant_id FROM checks WHERE state = 'waiting' AND ${DUE} ORDER BY tenant_id`,
+      [now],
+    );
+    // Tenants in a fixed order, so two claimers taking several tenant locks cannot deadlock.
+    for (const tenantId of tenants.map((row) => text(row, 'tenant_id'))) {
+      const lock = this.dialect.lockTenant(tenantId);
+      if (lock) yield lock;
+      // Counted after the lock: it sees every promotion committed before.
+      const [busy] = yield* query(
+        `SELECT COUNT(*) AS count FROM checks WHERE tenant_id = $1 AND state IN ${SLOT_STATES_SQL}`,
+        [tenantId],
+      );
+      const free = Math.min(options.maxInFlight(tenantId) - (busy ? int(busy, 'count') : 0), limit);
+      if (free <= 0) continue;
+      // In arrival order within the tenant, so LIMIT stops early (SQLite is told the index: it
+      // would otherwise walk every due waiting row of every tenant, having no statistics).
+      const waiting = yield* query(
+        `SELECT ${CLAIMED} FROM checks${this.dialect.indexedBy('checks_tenant_state_idx')}
+         WHERE tenant_id = $2 AND state = 'waiting' AND ${DUE} ORDER BY created_at, id LIMIT $3${lockRows}`,
+        [now, tenantId, free],
+      );
+      candidates.push(...waiting.map((row) => rowToCandidate(row, true)));
+    }
+    const plan = planClaim(candidates, limit);
+    if (plan.length === 0) return [];
+    const { batch, match, bind } = this.dialect.claimRows;
+    const claim = `UPDATE checks SET lease_owner = $1, lease_until = $2,
+         state = CASE WHEN id ${match('$3')} THEN 'starting' ELSE state END
+       WHERE id ${match('$4')} RETURNING *`;
+    const claimed = new Map<string, Check>();
+    for (let start = 0; start < plan.length; start += batch) {
+      const rows = plan.slice(start, start + batch);
+      const promoted = rows.filter((c) => c.promote).map((c) => c.id);
+      const ids = rows.map((c) => c.id);
+      for (const row of yield* query(claim, [owner, now + leaseMs, bind(promoted), bind(ids)]))
+        claimed.set(text(row, 'id'), this.toCheck(row));
+    }
+    return plan.flatMap((c) => claimed.get(c.id) ?? []);
+  }
+
+  private *updating(
+    id: string,
+    owner: string,
+    patch: CheckPatch,
+    now: number,
+    base: Check | undefined,
+    release: boolean,
+  ): Work<Check | null> {
+    // The version as stored: a new CER is stamped with the next one.
+    let version = base?.version;
+    if (patch.cer && version === undefined) {
+      const [row] = yield* query('SELECT version FROM checks WHERE id = $1 AND lease_owner = $2', [
+        id,
+        owner,
+      ]);
+      if (!row) return null;
+      version = int(row, 'version');
+    }
+    const params = new Params();
+    const sets: string[] = [];
+    for (const [key, column] of Object.entries(PATCH_COLUMNS) as Array<
+      [keyof typeof PATCH_COLUMNS, CheckColumn]
+    >) {
+      const value: unknown = patch[key];
+      if (value !== undefined) sets.push(`${column} = ${this.bind(params, column, value)}`);
+    }
+    if (release) sets.push('lease_owner = NULL', 'lease_until = NULL');
+    if (patch.cer && version !== undefined) {
+      sets.push(
+        `cer = ${this.bind(params, 'cer', stampCer(patch.cer, version + 1, now))}`,
+        `version = ${params.add(version + 1)}`,
+        `updated_at = ${params.add(now)}`,
+      );
+    }
+    // An empty patch still answers whether the claim is held. The holder of the latest claim may
+    // write even after its lease ran out, as long as nobody claimed the check since (a claim
+    // replaces lease_owner with its own token); the version guard makes `base` the row as stored.
+    if (sets.length === 0) sets.push('id = id');
+    const where = [`id = ${params.add(id)}`, `lease_owner = ${params.add(owner)}`];
+    if (version !== undefined) where.push(`version = ${params.add(version)}`);
+    const result = yield {
+      sql: `UPDATE checks SET ${sets.join(', ')} WHERE ${where.join(' AND ')}${base ? '' : ' RETURNING *'}`,
+      params: params.values,
+    };
+    if (base) return result.changed === 1 ? patched(base, patch, base.version + 1, now, release) : null;
+    const [row] = result.rows;
+    return row ? this.toCheck(row) : null;
+  }
+
+  private *searching(
+    tenantId: string,
+    filters: SearchFilters,
+    page: { count: number; offset: number },
+  ): Work<{ total: number; checks: Check[] }> {
+    const params = new Params();
+    const where = [`tenant_id = ${params.add(tenantId)}`];
+    if (filters.requestId !== undefined) where.push(`id = ${params.add(filters.requestId)}`);
+    if (filters.patientKey !== undefined) {
+      // `system|value` exactly, or the bare value (its own column: an indexed equality, not a LIKE).
+      const column = filters.patientKey.includes('|') ? 'patient_key' : 'patient_value';
+      where.push(`${column} = ${params.add(filters.patientKey)}`);
+    }
+    if (filters.outcome !== undefined) where.push(`outcome = ${params.add(filters.outcome)}`);
+    if (filters.updatedFrom !== undefined) where.push(`updated_at >= ${params.add(filters.updatedFrom)}`);
+    if (filters.updatedBefore !== undefined) where.push(`updated_at < ${params.add(filters.updatedBefore)}`);
+    const filtered = `FROM checks WHERE ${where.join(' AND ')}`;
+    const whereValues = [...params.values];
+    // Newest first, id as a tie-break so paging is stable. Where the total rides along as a
+    // window count (one round trip), a page past the end has no row to carry it: counted then.
+    const rows = yield* query(
+      `SELECT *${this.dialect.pageTotal} ${filtered} ORDER BY updated_at DESC, id DESC
+       LIMIT ${params.add(Math.max(0, page.count))} OFFSET ${params.add(Math.max(0, page.offset))}`,
+      params.values,
+    );
+    const checks = rows.map(this.toCheck);
+    if (rows[0]?.total_count !== undefined) return { total: int(rows[0], 'total_count'), checks };
+    const [total] = yield* query(`SELECT COUNT(*) AS count ${filtered}`, whereValues);
+    return { total: total ? int(total, 'count') : 0, checks };
+  }
+
+  /** A value as a parameter of its column: JSON as JSON text, a boolean as the database takes it. */
+  private bind(params: Params, column: CheckColumn, value: unknown): string {
+    if (JSON_COLUMNS.has(column))
+      return value === null ? params.add(null) : this.dialect.json(params.add(JSON.stringify(value)));
+    return params.add(typeof value === 'boolean' ? this.dialect.bool(value) : value);
+  }
+}
