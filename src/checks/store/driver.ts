@@ -4,7 +4,6 @@
  * and postgres.ts.
  */
 import type { Row } from './rows.js';
-import type { ColumnTypes } from './schema.js';
 
 /** One statement and its parameters. */
 export interface Statement {
@@ -42,6 +41,21 @@ export interface SqlDriver {
 }
 
 /** Where the two databases' SQL differs (sqlite.ts, postgres.ts). */
+/** The two databases the store runs on. */
+export type StoreKind = 'sqlite' | 'postgres';
+
+/** Column types of one database. */
+export interface ColumnTypes {
+  readonly kind: StoreKind;
+  /** JSON documents: TEXT on SQLite, JSONB on PostgreSQL. */
+  readonly json: string;
+  readonly bool: string;
+  /** The literal false, as a column default. */
+  readonly false: string;
+  /** Epoch milliseconds. */
+  readonly bigint: string;
+}
+
 export interface Dialect {
   readonly types: ColumnTypes;
   /** The SQL of a JSON parameter (bound as JSON text). */

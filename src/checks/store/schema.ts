@@ -4,21 +4,7 @@
  * differ between the two databases; they come from the driver's dialect.
  */
 import { int } from './rows.js';
-import type { Dialect, Statement, Work } from './driver.js';
-
-export type StoreKind = 'sqlite' | 'postgres';
-
-/** Column types of one database. */
-export interface ColumnTypes {
-  readonly kind: StoreKind;
-  /** JSON documents: TEXT on SQLite, JSONB on PostgreSQL. */
-  readonly json: string;
-  readonly bool: string;
-  /** The literal false, as a column default. */
-  readonly false: string;
-  /** Epoch milliseconds. */
-  readonly bigint: string;
-}
+import type { ColumnTypes, Dialect, Statement, StoreKind, Work } from './driver.js';
 
 /** A migration: its statements, one each, for a database's column types. */
 export type Migration = (t: ColumnTypes) => readonly string[];

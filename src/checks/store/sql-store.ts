@@ -36,7 +36,7 @@ import {
 import type { CheckColumn, Row } from './rows.js';
 import type { Dialect, Result, SqlDriver, Work } from './driver.js';
 import { migration } from './schema.js';
-import type { StoreKind } from './schema.js';
+import type { StoreKind } from './driver.js';
 
 /** Collects bind parameters while a statement is built; returns their placeholders. */
 class Params {
