@@ -79,6 +79,7 @@ function newCheck(tenantId: string): NewCheck {
     envelope: null,
     cer: queuedCer(ctx),
     outcome: 'queued',
+    answer: null,
     now: Date.now(),
   };
 }

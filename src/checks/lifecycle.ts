@@ -9,6 +9,7 @@
  * - A poll that fails is retried with backoff, never replaced by a second task.
  * - failed/error are retried once; invalid_credentials and backoff open payer-account guards.
  */
+import { decideAnswer } from '../mapping/response/answer.js';
 import { isDeepStrictEqual } from 'node:util';
 import type { CoverageEligibilityResponse, Reference } from 'fhir/r4.js';
 import type { Tenant } from '../config.js';
@@ -25,10 +26,10 @@ import {
   stillCheckingCer,
 } from '../mapping/response/index.js';
 import type { Envelope } from '../upstream/contract.js';
-import { envelopeSchema, isTerminalStatus } from '../upstream/contract.js';
+import { envelopeSchema, isFinished, isTerminalStatus } from '../upstream/contract.js';
 import { adapterError } from '../mapping/response/adapter-errors.js';
 import type { AdapterErrorCode } from '../mapping/response/adapter-errors.js';
-import { guardPayer, guardRefusal } from './store/check-store.js';
+import { guardPayer, guardRefusal, isAnswered } from './store/check-store.js';
 import type { Check, CheckPatch, CheckStore } from './store/check-store.js';
 import { describeFailure } from '../upstream/port.js';
 import type { UpstreamFailure, UpstreamPort } from '../upstream/port.js';
@@ -129,13 +130,6 @@ function contextOf(check: Check, deps: LifecycleDeps): CerContext {
   return cerContext({ ...check, patient: check.cer.patient, insurer: check.cer.insurer }, deps.baseUrl);
 }
 
-/** True when polling must stop: the terminal set, or a completed search-all (docs/upstream.md, Search-all). */
-export function isFinished(envelope: Envelope, isSearchAll: boolean): boolean {
-  if (envelope.status === 'CANCELLED' || envelope.status === 'FAILED') return true;
-  if (isSearchAll) return envelope.search_all_status === 'SEARCH_ALL_COMPLETE';
-  return isTerminalStatus(envelope.status);
-}
-
 /** Compares two CERs without their meta, so a poll that changes nothing keeps the version. */
 function sameCer(a: CoverageEligibilityResponse, b: CoverageEligibilityResponse): boolean {
   // Cheap differences first: a check's final CER is never compared as text with its queued one.
@@ -190,6 +184,16 @@ interface StepDeps extends LifecycleDeps {
  */
 async function write(check: Check, deps: StepDeps, patch: CheckPatch, why: string): Promise<Check | null> {
   if (patch.cer && sameCer(patch.cer, check.cer)) delete patch.cer;
+  if (patch.state !== undefined || patch.outcome !== undefined) {
+    // The answer is decided here, once, when the check becomes answered (done, or an error while
+    // its slot is held), and stored with it: $submit and the async status read it as it is.
+    const answered = isAnswered({
+      state: patch.state ?? check.state,
+      outcome: patch.outcome ?? check.outcome,
+    });
+    const envelope = 'envelope' in patch ? patch.envelope : check.envelope;
+    patch.answer = answered ? decideAnswer(patch.cer ?? check.cer, envelope, check.isSearchAll) : null;
+  }
   const token = check.leaseOwner ?? deps.owner;
   const release = patch.nextRunAt !== undefined || patch.state === 'done';
   // The claim token (unique per scheduler round) fences a step that outlived its lease: once the

@@ -2,6 +2,7 @@
  * Accepting checks and waiting for them. The scheduler does the upstream work; this module
  * writes the row, wakes the scheduler and waits (bounded) for the row to change.
  */
+import { decideAnswer } from '../mapping/response/answer.js';
 import { randomUUID } from 'node:crypto';
 import type { Tenant } from '../config.js';
 import type { CheckInput } from '../mapping/types.js';
@@ -179,6 +180,8 @@ export function newCheckOf(
     envelope: null,
     cer,
     outcome: cer.outcome,
+    // A guard's refusal is answered at once: decided here, as the lifecycle decides the others.
+    answer: at.guard ? decideAnswer(cer, null, input.isSearchAll) : null,
     now,
   };
 }

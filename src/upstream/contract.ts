@@ -415,3 +415,10 @@ export function parsePercent(value: unknown): number | null {
   const match = /^\s*(\d+(?:\.\d+)?)\s*%?\s*$/.exec(value);
   return match?.[1] === undefined ? null : Number(match[1]);
 }
+
+/** True when polling must stop: the terminal set, or a completed search-all (docs/upstream.md, Search-all). */
+export function isFinished(envelope: Envelope, isSearchAll: boolean): boolean {
+  if (envelope.status === 'CANCELLED' || envelope.status === 'FAILED') return true;
+  if (isSearchAll) return envelope.search_all_status === 'SEARCH_ALL_COMPLETE';
+  return isTerminalStatus(envelope.status);
+}

@@ -85,6 +85,7 @@ function newCheck(spec: CheckSpec = {}): NewCheck {
     envelope: null,
     cer,
     outcome,
+    answer: null,
     now,
   };
 }

@@ -222,6 +222,10 @@ describe.each([sqliteBackend(), postgresBackend()])('a $name database of the pre
       version: 1,
     });
     expect(await store.get('tenant-a', WAITING)).toMatchObject({ state: 'waiting', idempotencyKey: null });
+    // The answers: decided once by the upgrade for the finished check, none for those still running.
+    expect(done?.answer).toEqual({ status: 200 });
+    expect((await store.get('tenant-a', POLLING))?.answer).toBeNull();
+    expect((await store.get('tenant-a', WAITING))?.answer).toBeNull();
     expect(JSON.parse((await store.getCerJson('tenant-a', DONE))?.json ?? '{}')).toEqual(done?.cer);
     expect(await store.getCerVersion('tenant-a', DONE)).toEqual({ version: 3, updatedAt: T0 + 30 });
     expect(await store.getGuard('tenant-a', 'axa')).toMatchObject({ kind: 'credentials', until: null });
@@ -269,14 +273,14 @@ describe.each([sqliteBackend(), postgresBackend()])('a $name database of the pre
     const oldVersions = await backend.versions(previous, 'store_migrations');
     const store = await open(previous);
     await store.migrate(); // idempotent
-    expect(await backend.versions(previous, 'schema_migrations')).toEqual([1, 2, 3, 4, 5]);
+    expect(await backend.versions(previous, 'schema_migrations')).toEqual([1, 2, 3, 4, 5, 6]);
     // Left as it was: the previous release still starts on this database.
     expect(await backend.versions(previous, 'store_migrations')).toEqual(oldVersions);
     expect(oldVersions).toEqual(backend.name === 'sqlite' ? [1, 2, 3, 4, 5] : [1, 2, 3, 4]);
 
     const fresh = backend.fresh();
     await open(fresh);
-    expect(await backend.versions(fresh, 'schema_migrations')).toEqual([1, 2, 3, 4, 5]);
+    expect(await backend.versions(fresh, 'schema_migrations')).toEqual([1, 2, 3, 4, 5, 6]);
     const schema = await backend.schema(previous);
     expect(schema).toEqual(await backend.schema(fresh));
     // The covering indexes of the claim (both) and of the version probe (SQLite only) are there.

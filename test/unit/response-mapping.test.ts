@@ -18,6 +18,7 @@ import type {
 } from 'fhir/r4.js';
 import { describe, expect, it } from 'vitest';
 import { findAdapterError } from '../../src/mapping/response/adapter-errors.js';
+import { decideAnswer } from '../../src/mapping/response/answer.js';
 import { CANONICAL_BASE } from '../../src/fhir/canonical.js';
 import {
   OUTCOME_SYSTEM,
@@ -913,6 +914,42 @@ describe('queued, still checking and adapter errors', () => {
     expect(coding).toEqual({ system: OUTCOME_SYSTEM, code: 'ambiguous-create' });
     expect(findAdapterError(coding?.code)).toBe(row);
     expect(cer.disposition).toBe(row.text);
+  });
+});
+
+describe('decideAnswer: what $submit answers, decided once per check', () => {
+  it.each([
+    ['invalid-credentials', 422, undefined, 'security'],
+    ['backoff', 503, 900, 'throttled'],
+    ['failed', 502, undefined, 'transient'],
+    ['member-not-found', 200, undefined, undefined],
+    ['found-eligible', 200, undefined, undefined],
+  ])('a finished %s envelope: %i', (name, status, retryAfter, issueCode) => {
+    const envelope = readEnvelope(UPSTREAM_DIR, `${name}.json`);
+    const cer = mapEnvelope(envelope, ctx());
+    const answer = decideAnswer(cer, envelope, false);
+    expect(answer.status).toBe(status);
+    expect(answer.retryAfterSeconds).toBe(retryAfter);
+    expect(answer.outcome?.issue[0]?.code).toBe(issueCode);
+    if (answer.outcome) {
+      expectValidFhir(answer.outcome);
+      expect(answer.outcome).toEqual(submitOutcome(cer, outcomeRuleFor(envelope)));
+    }
+  });
+
+  it("an error the adapter decided: its row's status and an OperationOutcome naming its code", () => {
+    const row = findAdapterError('ambiguous-create')!;
+    const cer = adapterErrorCer(ctx(), { code: 'ambiguous-create', text: row.text });
+    const answer = decideAnswer(cer, null, false);
+    expect(answer.status).toBe(row.httpStatus);
+    expectValidFhir(answer.outcome);
+    expect(answer.outcome?.issue[0]?.details?.coding).toEqual([
+      { system: OUTCOME_SYSTEM, code: 'ambiguous-create' },
+    ]);
+  });
+
+  it('a CER still running or complete: 200 with the CER, no OperationOutcome', () => {
+    expect(decideAnswer(queuedCer(ctx()), null, false)).toEqual({ status: 200 });
   });
 });
 

@@ -4,6 +4,7 @@
  * implementation (sql-store.ts) on two databases: SQLite (embedded default) and PostgreSQL
  * (several replicas).
  */
+import type { CheckAnswer } from '../../mapping/response/answer.js';
 import type { CoverageEligibilityRequest, CoverageEligibilityResponse } from 'fhir/r4.js';
 import type { UpstreamTaskRequest } from '../../upstream/contract.js';
 
@@ -66,6 +67,11 @@ export interface Check {
   /** meta.versionId of the CER; bumped on every change of the CER. */
   version: number;
   outcome: CerOutcome;
+  /**
+   * What $submit answers for the check, decided once when it was written answered (done, or an
+   * error while its slot is held); null while it runs.
+   */
+  answer: CheckAnswer | null;
   /** DELETE /fhir/_async/{id} was called: the async status URL answers 404 from then on. */
   asyncStopped: boolean;
   createdAt: number;
@@ -94,6 +100,7 @@ export type CheckPatch = Partial<
     | 'envelope'
     | 'cer'
     | 'outcome'
+    | 'answer'
   >
 >;
 

@@ -3,6 +3,7 @@
  * conversion, the claim plan. No SQL here (sql-store.ts has all of it); what a driver returns
  * differently (JSON parsed or not, integers as strings, booleans as 0/1) is read here.
  */
+import type { CheckAnswer } from '../../mapping/response/answer.js';
 import type { CoverageEligibilityRequest, CoverageEligibilityResponse } from 'fhir/r4.js';
 import type { UpstreamTaskRequest } from '../../upstream/contract.js';
 import { CHECK_STATES } from './check-store.js';
@@ -41,6 +42,7 @@ export const CHECK_COLUMNS = [
   'cer',
   'version',
   'outcome',
+  'answer',
   'async_stopped',
   'created_at',
   'updated_at',
@@ -53,6 +55,7 @@ export const JSON_COLUMNS: ReadonlySet<CheckColumn> = new Set([
   'upstream_request',
   'envelope',
   'cer',
+  'answer',
 ]);
 
 const OUTCOMES: readonly string[] = ['queued', 'complete', 'error', 'partial'];
@@ -105,6 +108,7 @@ export function insertValues(check: NewCheck): Record<CheckColumn, unknown> {
     cer: stampCer(check.cer, 1, check.now),
     version: 1,
     outcome: check.outcome,
+    answer: check.answer,
     async_stopped: false,
     created_at: check.now,
     updated_at: check.now,
@@ -122,6 +126,7 @@ export const PATCH_COLUMNS: Record<Exclude<keyof CheckPatch, 'cer'>, CheckColumn
   deadlineAt: 'deadline_at',
   envelope: 'envelope',
   outcome: 'outcome',
+  answer: 'answer',
 };
 
 /** What a claim pass found, before the batch limit is applied. */
@@ -257,6 +262,8 @@ export function rowToCheck(row: Row, readJson: (value: unknown) => unknown): Che
     cer: resource<CoverageEligibilityResponse>(json('cer'), 'CoverageEligibilityResponse', 'cer'),
     version: int(row, 'version'),
     outcome: outcome(row),
+    // Written only by this store from a typed value (src/mapping/response/answer.ts).
+    answer: json('answer') as CheckAnswer | null,
     asyncStopped: bool(row, 'async_stopped'),
     createdAt: int(row, 'created_at'),
     updatedAt: int(row, 'updated_at'),

@@ -3,7 +3,9 @@
  * PostgreSQL, applied in order once each and recorded in schema_migrations. Only column types
  * differ between the two databases; they come from the driver's dialect.
  */
-import { int } from './rows.js';
+import type { CoverageEligibilityResponse } from 'fhir/r4.js';
+import { decideAnswer } from '../../mapping/response/answer.js';
+import { bool, int, text } from './rows.js';
 import type { ColumnTypes, Dialect, Statement, StoreKind, Work } from './driver.js';
 
 /** A migration: its statements, one each, for a database's column types. */
@@ -75,7 +77,13 @@ const MIGRATIONS: readonly Migration[] = [
   // prefix of checks_claim_cover_idx, and no query can use checks_lease_owner_idx (releaseAll
   // matches claim tokens by prefix; update finds the row by its primary key).
   () => ['DROP INDEX IF EXISTS checks_claim_idx', 'DROP INDEX IF EXISTS checks_lease_owner_idx'],
+  // 6: the answer of a check ($submit's status and body), decided once when the check is written
+  // answered; checks answered before this migration get theirs right after it (decideAnswers).
+  (t) => [`ALTER TABLE checks ADD COLUMN answer ${t.json}`],
 ];
+
+/** The migration after which the answers of rows finished before it are decided once. */
+const ANSWER_MIGRATION = 6;
 
 /**
  * The previous release (55c4503 and before) numbered its migrations per database, in a table
@@ -114,6 +122,27 @@ export function* migration(dialect: Dialect): Work<void> {
   for (const [index, statements] of MIGRATIONS.entries()) {
     if (applied.has(index + 1)) continue;
     for (const sql of statements(types)) yield run(sql);
+    if (index + 1 === ANSWER_MIGRATION) yield* decideAnswers(dialect);
     yield record(index + 1);
+  }
+}
+
+/**
+ * The answers of checks a previous release finished (it decided them again on every read):
+ * decided once, by the same function the lifecycle uses, in the migration's transaction.
+ */
+function* decideAnswers(dialect: Dialect): Work<void> {
+  const { rows } = yield {
+    sql: `SELECT id, cer, envelope, is_search_all FROM checks WHERE state = 'done' OR outcome <> 'queued'`,
+    params: [],
+  };
+  for (const row of rows) {
+    const cer = dialect.readJson(row.cer) as CoverageEligibilityResponse;
+    const envelope = row.envelope === null ? null : dialect.readJson(row.envelope);
+    const answer = decideAnswer(cer, envelope, bool(row, 'is_search_all'));
+    yield {
+      sql: `UPDATE checks SET answer = ${dialect.json('$1')} WHERE id = $2`,
+      params: [JSON.stringify(answer), text(row, 'id')],
+    };
   }
 }
