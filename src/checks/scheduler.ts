@@ -77,12 +77,13 @@ export class Scheduler {
     const now = this.deps.now();
     for (const check of claimed) {
       // PHI-free: the check id, its state and how late its step is (LOG_LEVEL=debug).
-      this.logger.debug('check claimed', {
-        checkId: check.id,
-        tenantId: check.tenantId,
-        state: check.state,
-        lateMs: Math.max(0, now - check.nextRunAt),
-      });
+      if (this.logger.isDebugEnabled())
+        this.logger.debug('check claimed', {
+          checkId: check.id,
+          tenantId: check.tenantId,
+          state: check.state,
+          lateMs: Math.max(0, now - check.nextRunAt),
+        });
       const step = advanceCheck(check, this.deps)
         .catch((error: unknown) => {
           this.logger.error('check step failed', { checkId: check.id, error });
