@@ -9,7 +9,7 @@ import type { Config } from './config.js';
 import type { Logger } from './log.js';
 import { registerSecret } from './log.js';
 import { openStore } from './checks/store/open.js';
-import { Slots } from './checks/lifecycle.js';
+import { Slots } from './checks/slots.js';
 import { Scheduler } from './checks/scheduler.js';
 import { CheckService } from './checks/service.js';
 import type { CheckStore } from './checks/store/check-store.js';

@@ -18,7 +18,6 @@ import { safeLabel } from '../log.js';
 import type { CerContext } from '../mapping/types.js';
 import {
   adapterErrorCer,
-  guardOf,
   mapEnvelope,
   outcomeRuleFor,
   queuedCer,
@@ -29,7 +28,9 @@ import type { Envelope } from '../upstream/contract.js';
 import { envelopeSchema, isFinished, isTerminalStatus } from '../upstream/contract.js';
 import { adapterError } from '../mapping/response/adapter-errors.js';
 import type { AdapterErrorCode } from '../mapping/response/adapter-errors.js';
-import { guardPayer, guardRefusal, isAnswered } from './store/check-store.js';
+import { isAnswered } from './store/check-store.js';
+import { guardRefusal, openGuard, openSearchAllGuards } from './guards.js';
+import type { Slots } from './slots.js';
 import type { Check, CheckPatch, CheckStore } from './store/check-store.js';
 import { describeFailure } from '../upstream/port.js';
 import type { UpstreamFailure, UpstreamPort } from '../upstream/port.js';
@@ -56,27 +57,6 @@ export interface LifecycleDeps {
    * ambiguous checks behind, not every check queued for a connection.
    */
   createSlots?: Slots;
-}
-
-/** A counting semaphore. */
-export class Slots {
-  private free: number;
-  private readonly waiting: (() => void)[] = [];
-  constructor(size: number) {
-    this.free = size;
-  }
-  async acquire(): Promise<void> {
-    if (this.free > 0) {
-      this.free -= 1;
-      return;
-    }
-    await new Promise<void>((resolve) => this.waiting.push(resolve));
-  }
-  release(): void {
-    const next = this.waiting.shift();
-    if (next) next();
-    else this.free += 1;
-  }
 }
 
 export type LifecycleEvent =
@@ -515,40 +495,4 @@ async function finish(
     `finished: ${rule.upstream}`,
   );
   deps.onEvent?.({ type: 'done', tenantId: check.tenantId, outcome: rule.upstream });
-}
-
-async function openGuard(
-  check: Check,
-  deps: StepDeps,
-  kind: 'credentials' | 'backoff',
-  envelope: Envelope,
-  payerCode: string = check.payerCode,
-) {
-  const now = deps.now();
-  const retryAfterMs = (outcomeRuleFor(envelope).retryAfterSeconds ?? 0) * 1000;
-  const payer = guardPayer(payerCode);
-  await deps.store.putGuard({
-    tenantId: check.tenantId,
-    payerCode: payer,
-    kind,
-    until: kind === 'credentials' ? null : now + Math.max(retryAfterMs, deps.backoffGuardMs),
-    reason: `upstream outcome ${kind === 'credentials' ? 'invalid_credentials' : 'backoff'} on check ${check.id}`,
-    openedAt: now,
-  });
-  deps.logger.warn('payer guard opened', { tenantId: check.tenantId, payerCode: payer, kind });
-}
-
-/**
- * A search-all logs in at every payer: a payer that answered invalid_credentials or backoff
- * there gets the same guard as after a single-payer check, so the clinic's next checks with that
- * payer do not log in again (repeated failures lock the payer account, docs/upstream.md).
- */
-async function openSearchAllGuards(check: Check, deps: StepDeps, envelope: Envelope) {
-  for (const entry of envelope.aggregated_results ?? []) {
-    const kind = guardOf(entry.status);
-    const payer = entry.tpa_name ?? entry.tpa ?? entry.data?.adjusted_tpa_name;
-    // A payer code (guard key, log field, admin column), never free text.
-    if (kind && payer && safeLabel(payer.trim()) !== 'other')
-      await openGuard(check, deps, kind, envelope, payer);
-  }
 }

@@ -13,7 +13,8 @@ import type { AdapterErrorCode } from '../mapping/response/adapter-errors.js';
 import { cerContext } from './lifecycle.js';
 import type { LifecycleEvent } from './lifecycle.js';
 import type { Scheduler } from './scheduler.js';
-import { guardRefusal, isAnswered } from './store/check-store.js';
+import { guardRefusal } from './guards.js';
+import { isAnswered } from './store/check-store.js';
 import type { Check, CheckStore, NewCheck } from './store/check-store.js';
 
 export interface CheckServiceOptions {

@@ -144,15 +144,6 @@ export interface Guard {
   openedAt: number;
 }
 
-/** The answer a guard gives a check while it is open (a credentials guard has no end); none once closed. */
-export function guardRefusal(
-  guard: Guard | null,
-  now: number,
-): 'credentials-guard' | 'backoff-guard' | undefined {
-  if (!guard || (guard.until !== null && guard.until <= now)) return undefined;
-  return guard.kind === 'credentials' ? 'credentials-guard' : 'backoff-guard';
-}
-
 export interface UpdateOptions {
   /** Drop the lease in the same write (the step ends with it). */
   release?: boolean;
