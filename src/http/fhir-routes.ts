@@ -11,7 +11,7 @@ import { asyncDelete, asyncStatus } from '../operations/async.js';
 import { readConformance } from '../operations/conformance-read.js';
 import { capabilityStatement, type CapabilityFeatures } from '../operations/metadata.js';
 import { readRequest, readResponse, type CerCache } from '../operations/read.js';
-import { searchResponses } from '../operations/search.js';
+import { searchRequests, searchResponses } from '../operations/search/index.js';
 import { submit } from '../operations/submit.js';
 import type { SubmitDeps } from '../operations/submit.js';
 import type { FhirAnswer, FhirRequest } from '../operations/types.js';
@@ -73,6 +73,10 @@ export function fhirRouter(deps: FhirRouteDeps): Router {
     submitRateLimit(deps.submitRatePerMinute),
     fhirBody,
     operation((req) => submit(req, deps.submit)),
+  );
+  router.get(
+    '/CoverageEligibilityRequest',
+    operation((req) => searchRequests(req, deps.checks, deps.baseUrl)),
   );
   router.get(
     '/CoverageEligibilityRequest/:id',
