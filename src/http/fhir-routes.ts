@@ -10,7 +10,7 @@ import type { Tenant } from '../config.js';
 import { asyncDelete, asyncStatus } from '../operations/async.js';
 import { readConformance } from '../operations/conformance-read.js';
 import { capabilityStatement, type CapabilityFeatures } from '../operations/metadata.js';
-import { readRequest, readResponse, type CerCache } from '../operations/read.js';
+import { readRequest, readResponse, vreadResponse, type CerCache } from '../operations/read.js';
 import { searchRequests, searchResponses } from '../operations/search/index.js';
 import { submit } from '../operations/submit.js';
 import type { SubmitDeps } from '../operations/submit.js';
@@ -85,6 +85,10 @@ export function fhirRouter(deps: FhirRouteDeps): Router {
   router.get(
     '/CoverageEligibilityResponse/:id',
     operation((req) => readResponse(req, deps.checks, deps.cerCache)),
+  );
+  router.get(
+    '/CoverageEligibilityResponse/:id/_history/:vid',
+    operation((req) => vreadResponse(req, deps.checks)),
   );
   router.get(
     '/CoverageEligibilityResponse',

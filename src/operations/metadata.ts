@@ -88,7 +88,8 @@ function checkResources(): CapabilityStatementRestResource[] {
     },
     {
       type: 'CoverageEligibilityResponse',
-      interaction: [{ code: 'read' }, { code: 'search-type', documentation: SEARCH_DOC }],
+      interaction: [{ code: 'read' }, { code: 'vread' }, { code: 'search-type', documentation: SEARCH_DOC }],
+      // Only the current version of a CER is kept (vread answers it, 404 for an older one).
       versioning: 'versioned',
       readHistory: false,
       conditionalRead: 'not-match',

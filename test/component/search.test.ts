@@ -1,6 +1,6 @@
 /**
- * Search over HTTP, as a FHIR client uses them (https://hl7.org/fhir/R4/search.html,
- * search.html#errors): every test asserts the exact set of ids a search returns, and every Bundle
+ * Search and vread over HTTP, as a FHIR client uses them (https://hl7.org/fhir/R4/search.html,
+ * http.html#vread): every test asserts the exact set of ids a search returns, and every Bundle
  * validates. Tenant A holds five checks, tenant B one with the same patient and identifier as
  * A's first, which A must never see.
  */
@@ -324,8 +324,25 @@ describe('CoverageEligibilityRequest search', () => {
   });
 });
 
-describe('CapabilityStatement', () => {
-  it('declares the search parameters, and no history', async () => {
+describe('vread', () => {
+  it('serves the current version, and 404 for a version not kept', async () => {
+    const current = await request(h.url).get(`${CER}/${a[0]!.id}`).set(h.auth);
+    const version = String((current.body as CoverageEligibilityResponse).meta?.versionId);
+    const res = await request(h.url).get(`${CER}/${a[0]!.id}/_history/${version}`).set(h.auth);
+    expect(res.status).toBe(200);
+    expectValidFhir(res.body);
+    expect(res.body).toEqual(current.body);
+    expect(res.headers.etag).toBe(`W/"${version}"`);
+    const old = await request(h.url).get(`${CER}/${a[0]!.id}/_history/1`).set(h.auth);
+    expect(old.status).toBe(404);
+    expectValidFhir(old.body);
+    expect(JSON.stringify(old.body)).toContain('past versions are not kept');
+    expect((await request(h.url).get(`${CER}/${a[0]!.id}/_history/${version}`).set(h.authB)).status).toBe(
+      404,
+    );
+  });
+
+  it('the CapabilityStatement declares the search parameters and vread without history', async () => {
     const res = await request(h.url).get('/fhir/metadata');
     expectValidFhir(res.body);
     const resources = (res.body as { rest: Array<{ resource: Array<Record<string, unknown>> }> }).rest[0]!
