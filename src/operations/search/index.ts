@@ -92,5 +92,7 @@ export function searchResponses(
 
 export function searchRequests(req: FhirRequest, checks: CheckService, baseUrl: string): Promise<FhirAnswer> {
   const parsed = parseSearch(req, REQUEST_PARAMS, { sortable: ['created'] });
+  // A request does not change: newest check first by default.
+  if (parsed.sort.length === 0) parsed.sort = [{ field: 'created', descending: true }];
   return run(req, checks, baseUrl, 'CoverageEligibilityRequest', parsed);
 }

@@ -114,15 +114,11 @@ function unescape(raw: string): string {
   return raw.replace(/\\([\\,|$])/g, '$1');
 }
 
+/** The comma-separated values of a parameter, still escaped (each is unescaped by its parser). */
 function values(name: string, raw: string): string[] {
-  const parts = split(raw, ',').map(unescapeKeepBar);
+  const parts = split(raw, ',');
   if (parts.some((part) => part === '')) throw badRequest(`${name}: an empty value in a list`, name);
   return parts;
-}
-
-/** Unescapes all but `\|`, which the token parser still has to see. */
-function unescapeKeepBar(raw: string): string {
-  return raw.replace(/\\([\\,$])/g, '$1');
 }
 
 function token(name: string, raw: string): TokenValue {
