@@ -269,6 +269,60 @@ describe('CoverageEligibilityResponse search: results and paging', () => {
   });
 });
 
+describe('subsets: _summary=true, _summary=data, _elements', () => {
+  const SUBSETTED = {
+    system: 'http://terminology.hl7.org/CodeSystem/v3-ObservationValue',
+    code: 'SUBSETTED',
+  };
+  const MANDATORY = ['status', 'purpose', 'patient', 'created', 'request', 'outcome', 'insurer'];
+
+  it('return the same matches, reduced, tagged SUBSETTED and valid', async () => {
+    const full = await search(`${CER}?_id=${a[0]!.id}`);
+    const whole = full.entry![0]!.resource as unknown as Record<string, unknown>;
+    expect(whole.insurance).toBeDefined();
+    const cases: Array<[string, (keys: string[]) => void]> = [
+      [
+        '_summary=true',
+        (keys) => expect(keys.sort()).toEqual(['resourceType', 'id', 'meta', ...MANDATORY].sort()),
+      ],
+      [
+        '_summary=data',
+        (keys) =>
+          expect(keys.filter((k) => k !== 'text').sort()).toEqual(
+            Object.keys(whole)
+              .filter((k) => k !== 'text')
+              .sort(),
+          ),
+      ],
+      [
+        '_elements=disposition,insurance',
+        (keys) => {
+          expect(keys).toEqual(expect.arrayContaining([...MANDATORY, 'disposition', 'insurance']));
+          expect(keys).not.toContain('extension');
+        },
+      ],
+      [
+        '_elements=outcome',
+        (keys) =>
+          expect(keys.filter((k) => !['resourceType', 'id', 'meta', 'contained'].includes(k)).sort()).toEqual(
+            [...MANDATORY].sort(),
+          ),
+      ],
+    ];
+    for (const [param, check] of cases) {
+      expect(await ids(`${CER}?${param}&patient=784-1990-0000001-1`), param).toEqual(
+        where((c) => c.patient === '784-1990-0000001-1'),
+      );
+      const bundle = await search(`${CER}?${param}&_id=${a[0]!.id}`);
+      const resource = bundle.entry![0]!.resource!;
+      expectValidFhir(resource);
+      expect(resource.meta?.tag, param).toEqual(expect.arrayContaining([expect.objectContaining(SUBSETTED)]));
+      check(Object.keys(resource));
+      expect(bundle.link?.find((l) => l.relation === 'self')?.url, param).toContain(param.split('=')[0]);
+    }
+  });
+});
+
 describe('search handling: lenient by default, strict on request', () => {
   it('an unknown parameter is ignored and left out of self; strict refuses it', async () => {
     const lenient = await search(`${CER}?foo=bar&patient=784-1990-0000002-2`);
@@ -279,9 +333,10 @@ describe('search handling: lenient by default, strict on request', () => {
     await refused(`${CER}?foo=bar&patient=784-1990-0000002-2`, 'foo', { Prefer: 'handling=strict' });
     expect(await ids(`${CER}?foo=bar`, { Prefer: 'handling=lenient' })).toEqual(idsOf(a));
     // Result parameters not served: ignored when lenient, refused when strict.
-    expect(await ids(`${CER}?_elements=outcome&_id=${a[0]!.id}`)).toEqual([a[0]!.id]);
-    await refused(`${CER}?_elements=outcome`, '_elements', { Prefer: 'handling=strict' });
-    await refused(`${CER}?_summary=true`, '_summary', { Prefer: 'handling=strict' });
+    expect(await ids(`${CER}?_revinclude=Task:focus&_id=${a[0]!.id}`)).toEqual([a[0]!.id]);
+    await refused(`${CER}?_revinclude=Task:focus`, '_revinclude', { Prefer: 'handling=strict' });
+    expect(await ids(`${CER}?_summary=text&_id=${a[0]!.id}`)).toEqual([a[0]!.id]);
+    await refused(`${CER}?_summary=text`, '_summary', { Prefer: 'handling=strict' });
   });
 
   it('a known parameter with an unknown modifier or a wrong value is always 400 naming it', async () => {
@@ -301,6 +356,9 @@ describe('search handling: lenient by default, strict on request', () => {
     await refused(`${CER}?_id=a/b`, '_id');
     await refused(`${CER}?request=Patient/x`, 'request');
     await refused(`${CER}?_count=2&_count=3`, '_count');
+    await refused(`${CER}?_elements=nothing`, '_elements');
+    await refused(`${CER}?_summary=maybe`, '_summary');
+    await refused(`${CER}?_summary=true&_elements=outcome`, '_elements');
   });
 });
 

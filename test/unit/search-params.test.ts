@@ -13,6 +13,7 @@ function req(query: FhirRequest['query'], prefer?: string): FhirRequest {
 
 const parse = (query: FhirRequest['query'], prefer?: string) =>
   parseSearch(req(query, prefer), RESPONSE_PARAMS, {
+    type: 'CoverageEligibilityResponse',
     include: 'CoverageEligibilityResponse:request',
     sortable: ['lastUpdated', 'created'],
   });
@@ -95,7 +96,7 @@ describe('parseSearch', () => {
   });
 
   it('clamps _count, and leaves what it ignores out of the self link', () => {
-    const parsed = parse({ _count: '100000000', foo: 'bar', patient: '1', _elements: 'id' });
+    const parsed = parse({ _count: '100000000', foo: 'bar', patient: '1', _summary: 'text' });
     expect(parsed.count).toBe(100);
     expect(parsed.used.toString()).toBe('patient=1');
     expect(() => parse({ foo: 'bar' }, 'handling=strict')).toThrow();

@@ -6,7 +6,8 @@
  *   insurer, outcome, created, _lastUpdated;
  * - GET /fhir/CoverageEligibilityRequest?_id, identifier, patient, patient:identifier, created
  *   (the check's creation time);
- * with _count (clamped to MAX_COUNT), _offset, _sort, _total, _summary=count, and for the CER
+ * with _count (clamped to MAX_COUNT), _offset, _sort, _total, _summary (count, true, data, false),
+ * _elements (subset.ts), and for the CER
  * _include=CoverageEligibilityResponse:request. Parameters and handling: params.ts, docs/search.md.
  */
 import type { Bundle, BundleEntry, BundleLink, FhirResource } from 'fhir/r4.js';
@@ -15,6 +16,7 @@ import type { Check } from '../../checks/store/check-store.js';
 import type { FhirAnswer, FhirRequest } from '../types.js';
 import { REQUEST_PARAMS, RESPONSE_PARAMS, parseSearch } from './params.js';
 import type { ParsedSearch } from './params.js';
+import { subsetOf } from './subset.js';
 
 type SearchedType = 'CoverageEligibilityResponse' | 'CoverageEligibilityRequest';
 
@@ -56,7 +58,8 @@ async function run(
   }
   const entry: BundleEntry<FhirResource>[] = [];
   for (const check of page) {
-    const resource = type === 'CoverageEligibilityResponse' ? check.cer : check.request;
+    const whole = type === 'CoverageEligibilityResponse' ? check.cer : check.request;
+    const resource: FhirResource = parsed.subset ? subsetOf(whole, type, parsed.subset) : whole;
     entry.push({ fullUrl: `${baseUrl}/fhir/${type}/${check.id}`, resource, search: { mode: 'match' } });
   }
   if (parsed.includeRequest) {
@@ -84,6 +87,7 @@ export function searchResponses(
   baseUrl: string,
 ): Promise<FhirAnswer> {
   const parsed = parseSearch(req, RESPONSE_PARAMS, {
+    type: 'CoverageEligibilityResponse',
     include: 'CoverageEligibilityResponse:request',
     sortable: ['lastUpdated', 'created'],
   });
@@ -91,7 +95,10 @@ export function searchResponses(
 }
 
 export function searchRequests(req: FhirRequest, checks: CheckService, baseUrl: string): Promise<FhirAnswer> {
-  const parsed = parseSearch(req, REQUEST_PARAMS, { sortable: ['created'] });
+  const parsed = parseSearch(req, REQUEST_PARAMS, {
+    type: 'CoverageEligibilityRequest',
+    sortable: ['created'],
+  });
   // A request does not change: newest check first by default.
   if (parsed.sort.length === 0) parsed.sort = [{ field: 'created', descending: true }];
   return run(req, checks, baseUrl, 'CoverageEligibilityRequest', parsed);

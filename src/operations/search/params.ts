@@ -8,7 +8,7 @@
  * - #errors: a parameter the server does not know is ignored (and left out of the self link)
  *   unless `Prefer: handling=strict`; a known parameter with a wrong value or an unknown modifier
  *   is always an error (400 naming it in issue.expression);
- * - #count, #summary, #total, #sort, #include: the result parameters.
+ * - #count, #summary, #elements, #total, #sort, #include: the result parameters.
  * An empty value is ignored, as search.html#errors allows. Never a result wider than the query:
  * a parameter is either applied, or ignored (lenient, and absent from `self`), or refused.
  */
@@ -22,6 +22,8 @@ import type {
 import { badRequest } from '../../fhir/outcomes.js';
 import { parsePrefer } from '../../fhir/prefer.js';
 import type { FhirRequest } from '../types.js';
+import { ELEMENTS } from './subset.js';
+import type { Subset, SubsetType } from './subset.js';
 
 /** The default page size, and the most one page holds (`_count` above it is clamped: search.html#count). */
 export const DEFAULT_COUNT = 20;
@@ -71,7 +73,7 @@ export const REQUEST_PARAMS: ParamTable = {
 };
 
 /** Result parameters this service applies. */
-const RESULT_PARAMS = new Set(['_count', '_offset', '_sort', '_total', '_summary', '_include']);
+const RESULT_PARAMS = new Set(['_count', '_offset', '_sort', '_total', '_summary', '_elements', '_include']);
 /** Parameters about the answer's format, handled by content negotiation: accepted, not echoed. */
 const FORMAT_PARAMS = new Set(['_format', '_pretty']);
 
@@ -88,6 +90,8 @@ export interface ParsedSearch {
   countOnly: boolean;
   /** `_include=CoverageEligibilityResponse:request`. */
   includeRequest: boolean;
+  /** `_summary=true|data` or `_elements`: the matches reduced (subset.ts). */
+  subset?: Subset;
   /** The parameters applied, for the self link (unknown ones left out). */
   used: URLSearchParams;
 }
@@ -271,15 +275,19 @@ function whole(name: string, raw: string, max: number): number {
   return Math.min(Number(raw), max);
 }
 
+/** What a resource type's search serves besides its parameters. */
+export interface SearchOptions {
+  type: SubsetType;
+  /** The `_include` value served, if any. */
+  include?: string;
+  sortable: readonly SearchSort['field'][];
+}
+
 /**
  * Parses a search of one resource type. `includeTarget` is the `_include` value served
  * (`CoverageEligibilityResponse:request`), if any; `sortable` the `_sort` keys.
  */
-export function parseSearch(
-  req: FhirRequest,
-  table: ParamTable,
-  options: { include?: string; sortable: readonly SearchSort['field'][] },
-): ParsedSearch {
+export function parseSearch(req: FhirRequest, table: ParamTable, options: SearchOptions): ParsedSearch {
   const strict = parsePrefer(req.prefer).handling === 'strict';
   const parsed: ParsedSearch = {
     filters: {},
@@ -321,6 +329,8 @@ export function parseSearch(
     unsupported(name, 'this server does not know the parameter');
   }
   if (parsed.countOnly) parsed.count = 0;
+  if (result.has('_elements') && parsed.subset?.kind !== 'elements')
+    throw badRequest('Give _summary or _elements, not both', '_elements');
   for (const [name, value] of result) parsed.used.append(name, value);
   return parsed;
 }
@@ -329,7 +339,7 @@ function applyResult(
   parsed: ParsedSearch,
   name: string,
   raw: string,
-  options: { include?: string; sortable: readonly SearchSort['field'][] },
+  options: SearchOptions,
   unsupported: (name: string, why: string) => void,
   used: URLSearchParams,
 ): void {
@@ -358,11 +368,23 @@ function applyResult(
       return;
     case '_summary':
       if (raw === 'count') parsed.countOnly = true;
-      else if (raw === 'true' || raw === 'text' || raw === 'data')
-        return unsupported(name, `_summary=${raw} is not supported, only count and false`);
+      else if (raw === 'true') parsed.subset = { kind: 'summary' };
+      else if (raw === 'data') parsed.subset = { kind: 'data' };
+      else if (raw === 'text')
+        return unsupported(name, '_summary=text is not supported (the resources have no narrative)');
       else if (raw !== 'false') throw badRequest('_summary is one of true, text, data, count, false', name);
       used.set(name, raw);
       return;
+    case '_elements': {
+      if (parsed.subset) throw badRequest('Give _summary or _elements, not both', name);
+      const names = raw.split(',').map((element) => element.trim());
+      const unknown = names.find((element) => !ELEMENTS[options.type].has(element));
+      if (unknown !== undefined)
+        throw badRequest(`_elements: ${options.type} has no element "${unknown.slice(0, 40)}"`, name);
+      parsed.subset = { kind: 'elements', names };
+      used.set(name, raw);
+      return;
+    }
     case '_include':
       if (options.include !== undefined && raw === options.include) {
         parsed.includeRequest = true;
