@@ -55,6 +55,13 @@ describe('date ranges', () => {
     });
   });
 
+  it('read the years before 100 as they are', () => {
+    expect(dateRange('d', '0050')).toEqual({
+      from: new Date(0).setUTCFullYear(50, 0, 1),
+      before: new Date(0).setUTCFullYear(51, 0, 1),
+    });
+  });
+
   it('refuse what is not a FHIR date', () => {
     for (const bad of [
       '2026-02-30',
@@ -101,5 +108,10 @@ describe('parseSearch', () => {
     expect(parsed.used.toString()).toBe('patient=1');
     expect(() => parse({ foo: 'bar' }, 'handling=strict')).toThrow();
     expect(parse({ identifier: 'x' }).matchesNothing).toBe(true);
+    // Keys of Object.prototype are no parameters.
+    const odd = parse({ constructor: 'x', toString: 'y', __proto__: 'z' });
+    expect(odd.filters).toEqual({});
+    expect(odd.used.toString()).toBe('');
+    expect(() => parse({ constructor: 'x' }, 'handling=strict')).toThrow();
   });
 });

@@ -160,6 +160,8 @@ const DATE =
  * recommends.
  */
 export function dateRange(name: string, raw: string, now = Date.now()): DateRange {
+  // Date.UTC reads the years 0-99 as 1900-1999: the year is set on its own.
+  const utc = (y: number, month: number, day: number) => new Date(0).setUTCFullYear(y, month, day);
   const m = DATE.exec(raw);
   const wrong = () =>
     badRequest(
@@ -171,8 +173,7 @@ export function dateRange(name: string, raw: string, now = Date.now()): DateRang
   const year = Number(y);
   const month = mo === undefined ? 1 : Number(mo);
   const day = d === undefined ? 1 : Number(d);
-  if (month < 1 || month > 12 || day < 1 || day > new Date(Date.UTC(year, month, 0)).getUTCDate())
-    throw wrong();
+  if (month < 1 || month > 12 || day < 1 || day > new Date(utc(year, month, 0)).getUTCDate()) throw wrong();
   let lo: number;
   let hi: number;
   if (hh !== undefined) {
@@ -181,14 +182,14 @@ export function dateRange(name: string, raw: string, now = Date.now()): DateRang
     if (Number.isNaN(lo)) throw wrong();
     hi = lo + (fraction !== undefined ? 1 : ss !== undefined ? 1000 : 60_000);
   } else if (d !== undefined) {
-    lo = Date.UTC(year, month - 1, day);
-    hi = Date.UTC(year, month - 1, day + 1);
+    lo = utc(year, month - 1, day);
+    hi = utc(year, month - 1, day + 1);
   } else if (mo !== undefined) {
-    lo = Date.UTC(year, month - 1, 1);
-    hi = Date.UTC(year, month, 1);
+    lo = utc(year, month - 1, 1);
+    hi = utc(year, month, 1);
   } else {
-    lo = Date.UTC(year, 0, 1);
-    hi = Date.UTC(year + 1, 0, 1);
+    lo = utc(year, 0, 1);
+    hi = utc(year + 1, 0, 1);
   }
   switch (prefix) {
     case 'ne':
@@ -284,8 +285,7 @@ export interface SearchOptions {
 }
 
 /**
- * Parses a search of one resource type. `includeTarget` is the `_include` value served
- * (`CoverageEligibilityResponse:request`), if any; `sortable` the `_sort` keys.
+ * Parses a search of one resource type (`options`: what it serves besides its parameters).
  */
 export function parseSearch(req: FhirRequest, table: ParamTable, options: SearchOptions): ParsedSearch {
   const strict = parsePrefer(req.prefer).handling === 'strict';
@@ -309,7 +309,8 @@ export function parseSearch(req: FhirRequest, table: ParamTable, options: Search
     if (value === undefined) continue;
     const raws = (Array.isArray(value) ? value : [value]).filter((raw) => raw !== '');
     if (raws.length === 0) continue;
-    const target = table[name];
+    // Own keys only: a query key such as `constructor` is not a parameter.
+    const target = Object.hasOwn(table, name) ? table[name] : undefined;
     if (target !== undefined) {
       for (const raw of raws) {
         applyFilter(parsed, target, name, raw);
@@ -324,7 +325,7 @@ export function parseSearch(req: FhirRequest, table: ParamTable, options: Search
     }
     if (FORMAT_PARAMS.has(name)) continue;
     const base = name.split(/[:.]/)[0]!;
-    if (base !== name && (table[base] !== undefined || RESULT_PARAMS.has(base)))
+    if (base !== name && (Object.hasOwn(table, base) || RESULT_PARAMS.has(base)))
       throw badRequest(`${name}: ${base} takes no such modifier or chain here`, name);
     unsupported(name, 'this server does not know the parameter');
   }
