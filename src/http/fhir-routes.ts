@@ -10,8 +10,8 @@ import type { Tenant } from '../config.js';
 import { asyncDelete, asyncStatus } from '../operations/async.js';
 import { readConformance } from '../operations/conformance-read.js';
 import { capabilityStatement, type CapabilityFeatures } from '../operations/metadata.js';
-import { readRequest, readResponse, type CerCache } from '../operations/read.js';
-import { searchResponses } from '../operations/search.js';
+import { readRequest, readResponse, vreadResponse, type CerCache } from '../operations/read.js';
+import { searchRequests, searchResponses } from '../operations/search/index.js';
 import { submit } from '../operations/submit.js';
 import type { SubmitDeps } from '../operations/submit.js';
 import type { FhirAnswer, FhirRequest } from '../operations/types.js';
@@ -75,12 +75,20 @@ export function fhirRouter(deps: FhirRouteDeps): Router {
     operation((req) => submit(req, deps.submit)),
   );
   router.get(
+    '/CoverageEligibilityRequest',
+    operation((req) => searchRequests(req, deps.checks, deps.baseUrl)),
+  );
+  router.get(
     '/CoverageEligibilityRequest/:id',
     operation((req) => readRequest(req, deps.checks)),
   );
   router.get(
     '/CoverageEligibilityResponse/:id',
     operation((req) => readResponse(req, deps.checks, deps.cerCache)),
+  );
+  router.get(
+    '/CoverageEligibilityResponse/:id/_history/:vid',
+    operation((req) => vreadResponse(req, deps.checks)),
   );
   router.get(
     '/CoverageEligibilityResponse',

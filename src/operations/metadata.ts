@@ -19,22 +19,61 @@ export interface CapabilityFeatures {
 
 const SUBMIT_DEFINITION = 'http://hl7.org/fhir/OperationDefinition/CoverageEligibilityRequest-submit';
 
-const searchParams: CapabilityStatementRestResourceSearchParam[] = [
-  { name: 'request', type: 'reference', documentation: 'CoverageEligibilityRequest/{id}, or the bare id' },
+const DATE_DOC = 'Prefixes eq ne gt lt ge le sa eb ap; repeat for a range (AND); a date without time is UTC';
+const PATIENT_DOC =
+  'The patient identifier used for the check, as a token (system|value, |value, system| or value), with or without :identifier; comma = OR';
+
+/** Search parameters of CoverageEligibilityResponse (docs/search.md); each one is applied by the store. */
+const responseSearchParams: CapabilityStatementRestResourceSearchParam[] = [
+  { name: '_id', type: 'token', documentation: 'CER id (= check id); comma = OR' },
   {
-    name: 'patient',
+    name: 'identifier',
     type: 'token',
-    documentation: 'Patient identifier used for the check: system|value or value',
+    documentation:
+      'The CER carries no identifier of its own, so this matches nothing (an empty Bundle); search by the request identifier with request.identifier',
   },
-  { name: 'outcome', type: 'token', documentation: 'queued | complete | error | partial' },
-  { name: '_lastUpdated', type: 'date', documentation: 'ge, gt, le, lt, eq prefixes' },
+  { name: 'patient', type: 'reference', documentation: PATIENT_DOC },
+  {
+    name: 'request',
+    type: 'reference',
+    documentation:
+      'CoverageEligibilityRequest/{id} or the id; chain request.identifier (token: system|value or value) finds the check by the identifier the client sent',
+  },
+  {
+    name: 'insurer',
+    type: 'reference',
+    documentation: 'The payer code (for example DAMAN), case-insensitive; comma = OR',
+  },
+  { name: 'outcome', type: 'token', documentation: 'queued | complete | error | partial; comma = OR' },
+  { name: 'created', type: 'date', documentation: `When the check was accepted. ${DATE_DOC}` },
+  { name: '_lastUpdated', type: 'date', documentation: DATE_DOC },
 ];
+
+/** Search parameters of CoverageEligibilityRequest. */
+const requestSearchParams: CapabilityStatementRestResourceSearchParam[] = [
+  { name: '_id', type: 'token', documentation: 'Request id (= check id); comma = OR' },
+  {
+    name: 'identifier',
+    type: 'token',
+    documentation: 'The request identifier the client sent (the idempotency key): system|value or value',
+  },
+  { name: 'patient', type: 'reference', documentation: PATIENT_DOC },
+  {
+    name: 'created',
+    type: 'date',
+    documentation: `When the check was accepted by this service (not the request's own created element). ${DATE_DOC}`,
+  },
+];
+
+const SEARCH_DOC =
+  'Search: _count (default 20, at most 100: larger values are clamped), _offset, _sort (_lastUpdated, created; - for descending; default newest _lastUpdated first), _total (none, estimate, accurate), _summary (count, true, data, false), _elements (mandatory elements always kept; tagged SUBSETTED). Unknown parameters are ignored unless Prefer: handling=strict (then 400). Details: docs/search.md.';
 
 function checkResources(): CapabilityStatementRestResource[] {
   return [
     {
       type: 'CoverageEligibilityRequest',
-      interaction: [{ code: 'read' }],
+      interaction: [{ code: 'read' }, { code: 'search-type', documentation: SEARCH_DOC }],
+      searchParam: requestSearchParams,
       operation: [
         {
           name: 'submit',
@@ -49,11 +88,13 @@ function checkResources(): CapabilityStatementRestResource[] {
     },
     {
       type: 'CoverageEligibilityResponse',
-      interaction: [{ code: 'read' }, { code: 'search-type' }],
+      interaction: [{ code: 'read' }, { code: 'vread' }, { code: 'search-type', documentation: SEARCH_DOC }],
+      // Only the current version of a CER is kept (vread answers it, 404 for an older one).
       versioning: 'versioned',
       readHistory: false,
       conditionalRead: 'not-match',
-      searchParam: searchParams,
+      searchInclude: ['CoverageEligibilityResponse:request'],
+      searchParam: responseSearchParams,
     },
   ];
 }

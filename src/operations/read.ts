@@ -76,6 +76,28 @@ export async function readResponse(
   };
 }
 
+/**
+ * vread (https://hl7.org/fhir/R4/http.html#vread): the service keeps only the current version of a
+ * CER (the versions before it were transient "still checking" states, replaced in place), so the
+ * current version is served when `vid` names it, and any other version is 404, which http.html
+ * allows for a version the server does not hold. The CapabilityStatement says readHistory false.
+ */
+export async function vreadResponse(req: FhirRequest, checks: CheckService): Promise<FhirAnswer> {
+  const id = req.params.id ?? '';
+  const vid = req.params.vid ?? '';
+  const stored = ID.test(id) ? await checks.store.getCerJson(req.tenant.id, id) : null;
+  if (!stored) throw notFound(`CoverageEligibilityResponse/${id} is not known`);
+  if (vid !== String(stored.version))
+    throw notFound(
+      `CoverageEligibilityResponse/${id} is at version ${stored.version}; past versions are not kept (only the current version of a CER is stored)`,
+    );
+  return {
+    status: 200,
+    rawBody: stored.json,
+    headers: { ETag: etagOf(stored.version), 'Last-Modified': new Date(stored.updatedAt).toUTCString() },
+  };
+}
+
 export async function readRequest(req: FhirRequest, checks: CheckService): Promise<FhirAnswer> {
   const check = await findCheck(req, checks, 'CoverageEligibilityRequest');
   return { status: 200, body: check.request, headers: { ETag: etagOf(1) } };

@@ -152,6 +152,8 @@ describe('operations', () => {
     for (const r of resources) {
       const codes = (r.interaction ?? []).map((i) => i.code);
       if (codes.includes('read')) expect(registered, `${r.type} read`).toContain(`GET /fhir/${r.type}/:id`);
+      if (codes.includes('vread'))
+        expect(registered, `${r.type} vread`).toContain(`GET /fhir/${r.type}/:id/_history/:vid`);
       if (codes.includes('search-type'))
         expect(registered, `${r.type} search-type`).toContain(`GET /fhir/${r.type}`);
       for (const op of r.operation ?? []) {
@@ -175,6 +177,7 @@ describe('operations', () => {
       expect(resource, `${route} is not declared in the CapabilityStatement`).toBeDefined();
       const codes = (resource?.interaction ?? []).map((i) => i.code);
       if (method === 'GET' && rest === ':id') expect(codes, route).toContain('read');
+      else if (method === 'GET' && rest === ':id/_history/:vid') expect(codes, route).toContain('vread');
       else if (method === 'GET' && rest === undefined) expect(codes, route).toContain('search-type');
       else if (rest?.startsWith('$'))
         expect(

@@ -19,6 +19,7 @@ import type {
   CheckStore,
   ClaimOptions,
   NewCheck,
+  SearchPage,
 } from '../../src/checks/store/check-store.js';
 import { SLOT_STATES } from '../../src/checks/store/check-store.js';
 import { testDatabaseUrl } from '../support/postgres.js';
@@ -34,6 +35,7 @@ interface CheckSpec {
   tenantId?: string;
   idempotencyKey?: string | null;
   patientKey?: string | null;
+  payerCode?: string;
   state?: CheckState;
   outcome?: CerOutcome;
   now?: number;
@@ -70,7 +72,7 @@ function newCheck(spec: CheckSpec = {}): NewCheck {
     id,
     tenantId: spec.tenantId ?? 'tenant-a',
     idempotencyKey: spec.idempotencyKey === undefined ? null : spec.idempotencyKey,
-    payerCode: 'DAMAN',
+    payerCode: spec.payerCode ?? 'DAMAN',
     isSearchAll: false,
     patientKey: spec.patientKey === undefined ? 'urn:eid|784-1990-1234567-1' : spec.patientKey,
     request,
@@ -320,7 +322,7 @@ describe.each([sqliteBackend(), postgresBackend()])('CheckStore on $name', (back
     await store.insert(newCheck({ tenantId: 'tenant-b' }));
     expect(await store.get('tenant-b', check.id)).toBeNull();
     expect(await store.get('tenant-a', check.id)).not.toBeNull();
-    const b = await store.search('tenant-b', { requestId: check.id }, { count: 10, offset: 0 });
+    const b = await store.search('tenant-b', { ids: [[check.id]] }, { count: 10, offset: 0 });
     expect(b).toEqual({ total: 0, checks: [] });
     const all = await store.search('tenant-b', {}, { count: 10, offset: 0 });
     expect(all.total).toBe(1);
@@ -638,20 +640,61 @@ describe.each([sqliteBackend(), postgresBackend()])('CheckStore on $name', (back
       { now: T0 + 5000, patientKey: 'urn:eid|111', outcome: 'complete' },
     ]);
     await store.insert(newCheck({ tenantId: 'tenant-b', patientKey: 'urn:eid|111', now: T0 + 6000 }));
-    const page = { count: 10, offset: 0 };
+    const page: SearchPage = { count: 10, offset: 0 };
     const ids = async (filters: Parameters<CheckStore['search']>[1], p = page) =>
       (await store.search('tenant-a', filters, p)).checks.map((c) => c.id);
 
     expect(await ids({})).toEqual([c5!.id, c4!.id, c3!.id, c2!.id, c1!.id]);
-    expect(await ids({ requestId: c3!.id })).toEqual([c3!.id]);
-    expect(await ids({ patientKey: 'urn:eid|111' })).toEqual([c5!.id, c1!.id]);
-    expect(await ids({ patientKey: '111' })).toEqual([c5!.id, c2!.id, c1!.id]);
-    expect(await ids({ patientKey: 'urn:eid|999' })).toEqual([]);
-    expect(await ids({ outcome: 'complete' })).toEqual([c5!.id, c3!.id, c2!.id]);
-    expect(await ids({ updatedFrom: T0 + 2000 })).toEqual([c5!.id, c4!.id, c3!.id, c2!.id]);
-    expect(await ids({ updatedBefore: T0 + 2000 })).toEqual([c1!.id]);
-    expect(await ids({ updatedFrom: T0 + 2000, updatedBefore: T0 + 4000 })).toEqual([c3!.id, c2!.id]);
-    expect(await ids({ outcome: 'complete', patientKey: '111', updatedBefore: T0 + 5000 })).toEqual([c2!.id]);
+    expect(await ids({ ids: [[c3!.id]] })).toEqual([c3!.id]);
+    expect(await ids({ ids: [[c3!.id, c1!.id]] })).toEqual([c3!.id, c1!.id]);
+    expect(await ids({ ids: [[c3!.id, c1!.id], [c1!.id]] })).toEqual([c1!.id]);
+    expect(await ids({ patient: [[{ system: 'urn:eid', value: '111' }]] })).toEqual([c5!.id, c1!.id]);
+    expect(await ids({ patient: [[{ value: '111' }]] })).toEqual([c5!.id, c2!.id, c1!.id]);
+    expect(await ids({ patient: [[{ system: 'urn:eid' }]] })).toEqual([c5!.id, c3!.id, c1!.id]);
+    expect(await ids({ patient: [[{ system: 'urn:eid', value: '999' }]] })).toEqual([]);
+    expect(await ids({ patient: [[{ value: '222' }, { system: 'urn:other', value: '111' }]] })).toEqual([
+      c3!.id,
+      c2!.id,
+    ]);
+    expect(await ids({ outcome: [['complete']] })).toEqual([c5!.id, c3!.id, c2!.id]);
+    expect(await ids({ outcome: [['complete', 'error']] })).toEqual([c5!.id, c4!.id, c3!.id, c2!.id]);
+    expect(
+      await ids({
+        outcome: [
+          ['complete', 'error'],
+          ['error', 'queued'],
+        ],
+      }),
+    ).toEqual([c4!.id]);
+    expect(await ids({ lastUpdated: [{ from: T0 + 2000 }] })).toEqual([c5!.id, c4!.id, c3!.id, c2!.id]);
+    expect(await ids({ lastUpdated: [{ before: T0 + 2000 }] })).toEqual([c1!.id]);
+    expect(await ids({ lastUpdated: [{ from: T0 + 2000 }, { before: T0 + 4000 }] })).toEqual([
+      c3!.id,
+      c2!.id,
+    ]);
+    expect(await ids({ lastUpdated: [{ from: T0 + 2000, before: T0 + 4000, not: true }] })).toEqual([
+      c5!.id,
+      c4!.id,
+      c1!.id,
+    ]);
+    expect(await ids({ created: [{ from: T0 + 4000 }] })).toEqual([c5!.id, c4!.id]);
+    expect(
+      await ids({
+        outcome: [['complete']],
+        patient: [[{ value: '111' }]],
+        lastUpdated: [{ before: T0 + 5000 }],
+      }),
+    ).toEqual([c2!.id]);
+    // Sorting: created ascending and descending, the id breaking ties.
+    expect(await ids({}, { ...page, sort: [{ field: 'created', descending: false }] })).toEqual([
+      c1!.id,
+      c2!.id,
+      c3!.id,
+      c4!.id,
+      c5!.id,
+    ]);
+    // No total counted when none is asked for.
+    expect((await store.search('tenant-a', {}, { ...page, total: false })).total).toBeUndefined();
 
     // Paging: total is the whole match, the page is a window of the newest-first order.
     const first = await store.search('tenant-a', {}, { count: 2, offset: 0 });
@@ -661,7 +704,7 @@ describe.each([sqliteBackend(), postgresBackend()])('CheckStore on $name', (back
     expect([first.total, second.total, last.total, beyond.total]).toEqual([5, 5, 5, 5]);
     expect([...first.checks, ...second.checks, ...last.checks].map((c) => c.id)).toEqual(await ids({}));
     expect(beyond.checks).toEqual([]);
-    const filtered = await store.search('tenant-a', { outcome: 'complete' }, { count: 1, offset: 1 });
+    const filtered = await store.search('tenant-a', { outcome: [['complete']] }, { count: 1, offset: 1 });
     expect(filtered.total).toBe(3);
     expect(filtered.checks.map((c) => c.id)).toEqual([c3!.id]);
     expect((await store.search('tenant-a', {}, { count: 0, offset: 0 })).total).toBe(5);
@@ -676,6 +719,25 @@ describe.each([sqliteBackend(), postgresBackend()])('CheckStore on $name', (back
     const found = await store.search('tenant-a', {}, { count: 10, offset: 0 });
     expect(found.checks.map((c) => c.id)).toEqual([old!.id, recent!.id]);
     expect(found.checks[0]?.updatedAt).toBe(T0 + 30);
+  });
+
+  it('search finds a check by its request identifier and its payer, case-insensitively', async () => {
+    const store = await storeOn();
+    const [a, b, c] = await insertAll(store, [
+      { now: T0 + 1, idempotencyKey: 'urn:req|A-1', payerCode: 'DAMAN' },
+      { now: T0 + 2, idempotencyKey: '|A-1', payerCode: 'NAS' },
+      { now: T0 + 3, idempotencyKey: null, payerCode: 'Daman' },
+    ]);
+    await store.insert(newCheck({ tenantId: 'tenant-b', idempotencyKey: 'urn:req|A-1', now: T0 + 4 }));
+    const ids = async (filters: Parameters<CheckStore['search']>[1]) =>
+      (await store.search('tenant-a', filters, { count: 10, offset: 0 })).checks.map((check) => check.id);
+    expect(await ids({ requestIdentifier: [[{ system: 'urn:req', value: 'A-1' }]] })).toEqual([a!.id]);
+    expect(await ids({ requestIdentifier: [[{ system: '', value: 'A-1' }]] })).toEqual([b!.id]);
+    expect(await ids({ requestIdentifier: [[{ value: 'A-1' }]] })).toEqual([b!.id, a!.id]);
+    expect(await ids({ requestIdentifier: [[{ system: 'urn:req' }]] })).toEqual([a!.id]);
+    expect(await ids({ requestIdentifier: [[{ value: 'A-2' }]] })).toEqual([]);
+    expect(await ids({ insurer: [['daman']] })).toEqual([c!.id, a!.id]);
+    expect(await ids({ insurer: [['nas', 'DAMAN']] })).toEqual([c!.id, b!.id, a!.id]);
   });
 
   it('stores, replaces, lists and deletes payer guards', async () => {

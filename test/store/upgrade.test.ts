@@ -228,6 +228,13 @@ describe.each([sqliteBackend(), postgresBackend()])('a $name database of the pre
     expect((await store.get('tenant-a', WAITING))?.answer).toBeNull();
     expect(JSON.parse((await store.getCerJson('tenant-a', DONE))?.json ?? '{}')).toEqual(done?.cer);
     expect(await store.getCerVersion('tenant-a', DONE)).toEqual({ version: 3, updatedAt: T0 + 30 });
+    // Migration 7 filled the request identifier's bare value of the rows already stored.
+    const byIdentifier = await store.search(
+      'tenant-a',
+      { requestIdentifier: [[{ value: 'done-1' }]] },
+      { count: 10, offset: 0 },
+    );
+    expect(byIdentifier.checks.map((check) => check.id)).toEqual([DONE]);
     expect(await store.getGuard('tenant-a', 'axa')).toMatchObject({ kind: 'credentials', until: null });
     expect((await store.search('tenant-a', {}, { count: 10, offset: 0 })).total).toBe(3);
   });
@@ -273,14 +280,14 @@ describe.each([sqliteBackend(), postgresBackend()])('a $name database of the pre
     const oldVersions = await backend.versions(previous, 'store_migrations');
     const store = await open(previous);
     await store.migrate(); // idempotent
-    expect(await backend.versions(previous, 'schema_migrations')).toEqual([1, 2, 3, 4, 5, 6]);
+    expect(await backend.versions(previous, 'schema_migrations')).toEqual([1, 2, 3, 4, 5, 6, 7]);
     // Left as it was: the previous release still starts on this database.
     expect(await backend.versions(previous, 'store_migrations')).toEqual(oldVersions);
     expect(oldVersions).toEqual(backend.name === 'sqlite' ? [1, 2, 3, 4, 5] : [1, 2, 3, 4]);
 
     const fresh = backend.fresh();
     await open(fresh);
-    expect(await backend.versions(fresh, 'schema_migrations')).toEqual([1, 2, 3, 4, 5, 6]);
+    expect(await backend.versions(fresh, 'schema_migrations')).toEqual([1, 2, 3, 4, 5, 6, 7]);
     const schema = await backend.schema(previous);
     expect(schema).toEqual(await backend.schema(fresh));
     // The covering indexes of the claim (both) and of the version probe (SQLite only) are there.

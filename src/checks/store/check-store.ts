@@ -111,15 +111,61 @@ export interface StoredCer {
   updatedAt: number;
 }
 
+/**
+ * One value of a token search (https://hl7.org/fhir/R4/search.html#token): `system|value` (system
+ * given, '' for "no system"), `value` (any system: system undefined), or `system|` (any value of
+ * the system: value undefined).
+ */
+export interface TokenValue {
+  system?: string;
+  value?: string;
+}
+
+/**
+ * A date search on an instant column (search.html#date): the rows whose time is in
+ * [from, before), or, with `not`, outside it. Either bound may be absent (open).
+ */
+export interface DateRange {
+  from?: number;
+  before?: number;
+  not?: boolean;
+}
+
+/**
+ * The filters of a search. Each list of lists is an AND of ORs: the outer list holds one entry per
+ * repetition of the parameter (AND), the inner one its comma-separated values (OR), as in
+ * search.html#combining. An inner list is never empty.
+ */
 export interface SearchFilters {
-  /** CoverageEligibilityRequest id (= check id). */
-  requestId?: string;
-  /** `system|value` or bare value of the patient identifier. */
-  patientKey?: string;
-  outcome?: CerOutcome;
-  /** updatedAt bounds, epoch ms, inclusive/exclusive as named. */
-  updatedFrom?: number;
-  updatedBefore?: number;
+  /** Check ids (= CER id = CoverageEligibilityRequest id). */
+  ids?: string[][];
+  /** The patient identifier used for the check (patient_key / patient_value). */
+  patient?: TokenValue[][];
+  /** The request's first identifier, the idempotency key. */
+  requestIdentifier?: TokenValue[][];
+  /** Payer codes, compared case-insensitively. */
+  insurer?: string[][];
+  outcome?: CerOutcome[][];
+  /** Bounds on createdAt (each one ANDed). */
+  created?: DateRange[];
+  /** Bounds on updatedAt (each one ANDed). */
+  lastUpdated?: DateRange[];
+}
+
+/** A sort key of a search; the id in the same direction always follows as the tie-break. */
+export interface SearchSort {
+  field: 'lastUpdated' | 'created';
+  descending: boolean;
+}
+
+/** The page of a search. */
+export interface SearchPage {
+  count: number;
+  offset: number;
+  /** Default: lastUpdated, newest first. */
+  sort?: readonly SearchSort[];
+  /** False: no total is counted (`_total=none`); the answer's total is then undefined. */
+  total?: boolean;
 }
 
 export type GuardKind = 'credentials' | 'backoff';
@@ -214,12 +260,16 @@ export interface CheckStore {
   /** Marks a check's async request as no longer tracked (asyncStopped = true); no lease needed. */
   stopAsyncTracking(tenantId: string, id: string): Promise<void>;
 
-  /** Tenant-scoped search, newest updatedAt first. */
+  /**
+   * Tenant-scoped search, in one query on indexed columns (plus a count when the total does not
+   * ride along with the page); newest updatedAt first unless `page.sort` says otherwise, the id
+   * as the tie-break so pages neither repeat nor skip a row.
+   */
   search(
     tenantId: string,
     filters: SearchFilters,
-    page: { count: number; offset: number },
-  ): Promise<{ total: number; checks: Check[] }>;
+    page: SearchPage,
+  ): Promise<{ total: number | undefined; checks: Check[] }>;
 
   getGuard(tenantId: string, payerCode: string): Promise<Guard | null>;
   putGuard(guard: Guard): Promise<void>;

@@ -46,6 +46,7 @@ export const CHECK_COLUMNS = [
   'async_stopped',
   'created_at',
   'updated_at',
+  'request_identifier_value',
 ] as const;
 export type CheckColumn = (typeof CHECK_COLUMNS)[number];
 
@@ -62,7 +63,7 @@ const OUTCOMES: readonly string[] = ['queued', 'complete', 'error', 'partial'];
 const GUARD_KINDS: readonly string[] = ['credentials', 'backoff'];
 
 /**
- * The value part of a `system|value` patient key. Stored in its own column so a search with a
+ * The value part of a `system|value` key (the patient's, or the request identifier's). Stored in its own column so a search with a
  * bare value (FHIR token without system) is an indexed equality, not a LIKE on user input.
  */
 export function patientValueOf(patientKey: string | null): string | null {
@@ -112,6 +113,7 @@ export function insertValues(check: NewCheck): Record<CheckColumn, unknown> {
     async_stopped: false,
     created_at: check.now,
     updated_at: check.now,
+    request_identifier_value: patientValueOf(check.idempotencyKey),
   };
 }
 

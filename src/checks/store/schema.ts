@@ -80,6 +80,18 @@ const MIGRATIONS: readonly Migration[] = [
   // 6: the answer of a check ($submit's status and body), decided once when the check is written
   // answered; checks answered before this migration get theirs right after it (decideAnswers).
   (t) => [`ALTER TABLE checks ADD COLUMN answer ${t.json}`],
+  // 7: search (docs/search.md): the request identifier's bare value in its own column, as
+  // patient_value is the patient key's, so `request.identifier=value` is an indexed equality
+  // (`system|value` uses checks_idempotency_idx); filled for the rows already stored; and the
+  // check's creation time (`created`) indexed like updated_at.
+  (t) => [
+    'ALTER TABLE checks ADD COLUMN request_identifier_value TEXT',
+    `UPDATE checks SET request_identifier_value =
+       substr(idempotency_key, ${t.kind === 'sqlite' ? 'instr' : 'strpos'}(idempotency_key, '|') + 1)
+     WHERE idempotency_key IS NOT NULL`,
+    'CREATE INDEX checks_request_identifier_idx ON checks (tenant_id, request_identifier_value)',
+    'CREATE INDEX checks_created_idx ON checks (tenant_id, created_at)',
+  ],
 ];
 
 /** The migration after which the answers of rows finished before it are decided once. */

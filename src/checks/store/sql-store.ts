@@ -11,10 +11,13 @@ import type {
   CheckPatch,
   CheckStore,
   ClaimOptions,
+  DateRange,
   Guard,
   NewCheck,
   SearchFilters,
+  SearchPage,
   StoredCer,
+  TokenValue,
   UpdateOptions,
 } from './check-store.js';
 import {
@@ -156,8 +159,8 @@ export class SqlStore implements CheckStore {
   search(
     tenantId: string,
     filters: SearchFilters,
-    page: { count: number; offset: number },
-  ): Promise<{ total: number; checks: Check[] }> {
+    page: SearchPage,
+  ): Promise<{ total: number | undefined; checks: Check[] }> {
     return this.driver.run('snapshot', this.searching(tenantId, filters, page));
   }
 
@@ -346,32 +349,74 @@ export class SqlStore implements CheckStore {
   private *searching(
     tenantId: string,
     filters: SearchFilters,
-    page: { count: number; offset: number },
-  ): Work<{ total: number; checks: Check[] }> {
+    page: SearchPage,
+  ): Work<{ total: number | undefined; checks: Check[] }> {
     const params = new Params();
     const where = [`tenant_id = ${params.add(tenantId)}`];
-    if (filters.requestId !== undefined) where.push(`id = ${params.add(filters.requestId)}`);
-    if (filters.patientKey !== undefined) {
-      // `system|value` exactly, or the bare value (its own column: an indexed equality, not a LIKE).
-      const column = filters.patientKey.includes('|') ? 'patient_key' : 'patient_value';
-      where.push(`${column} = ${params.add(filters.patientKey)}`);
-    }
-    if (filters.outcome !== undefined) where.push(`outcome = ${params.add(filters.outcome)}`);
-    if (filters.updatedFrom !== undefined) where.push(`updated_at >= ${params.add(filters.updatedFrom)}`);
-    if (filters.updatedBefore !== undefined) where.push(`updated_at < ${params.add(filters.updatedBefore)}`);
+    // Each repetition of a parameter is ANDed, its values ORed (search.html#combining).
+    const anyOf = <T>(groups: T[][] | undefined, one: (value: T) => string): void => {
+      for (const group of groups ?? []) where.push(`(${group.map(one).join(' OR ')})`);
+    };
+    anyOf(filters.ids, (id) => `id = ${params.add(id)}`);
+    anyOf(filters.patient, (token) => this.token(params, token, 'patient_key', 'patient_value'));
+    anyOf(filters.requestIdentifier, (token) =>
+      this.token(params, token, 'idempotency_key', 'request_identifier_value'),
+    );
+    anyOf(filters.insurer, (code) => `UPPER(payer_code) = UPPER(${params.add(code)})`);
+    anyOf(filters.outcome, (outcome) => `outcome = ${params.add(outcome)}`);
+    for (const range of filters.created ?? []) where.push(this.range(params, 'created_at', range));
+    for (const range of filters.lastUpdated ?? []) where.push(this.range(params, 'updated_at', range));
     const filtered = `FROM checks WHERE ${where.join(' AND ')}`;
     const whereValues = [...params.values];
-    // Newest first, id as a tie-break so paging is stable. Where the total rides along as a
-    // window count (one round trip), a page past the end has no row to carry it: counted then.
+    const sort = page.sort?.length ? page.sort : [{ field: 'lastUpdated', descending: true } as const];
+    // With an equality on a selective indexed column (ids, patient, request identifier), the
+    // sort keys are written as expressions (+column), which no index orders: SQLite, which has no
+    // statistics, would otherwise walk all of the tenant's rows in time order through
+    // checks_updated_idx rather than find the few matching ones and sort them
+    // (test/store/search-plan.test.ts).
+    const selective = Boolean(filters.ids ?? filters.patient ?? filters.requestIdentifier);
+    const order = sort.map((key) => {
+      const column = key.field === 'created' ? 'created_at' : 'updated_at';
+      return `${selective ? '+' : ''}${column} ${key.descending ? 'DESC' : 'ASC'}`;
+    });
+    // The id as the last key, so the order is total and paging stable.
+    order.push(`id ${sort[0]!.descending ? 'DESC' : 'ASC'}`);
+    const counted = page.total !== false;
+    // Where the total rides along as a window count (one round trip), a page past the end has no
+    // row to carry it: counted then.
     const rows = yield* query(
-      `SELECT *${this.dialect.pageTotal} ${filtered} ORDER BY updated_at DESC, id DESC
+      `SELECT *${counted ? this.dialect.pageTotal : ''} ${filtered} ORDER BY ${order.join(', ')}
        LIMIT ${params.add(Math.max(0, page.count))} OFFSET ${params.add(Math.max(0, page.offset))}`,
       params.values,
     );
     const checks = rows.map(this.toCheck);
+    if (!counted) return { total: undefined, checks };
     if (rows[0]?.total_count !== undefined) return { total: int(rows[0], 'total_count'), checks };
     const [total] = yield* query(`SELECT COUNT(*) AS count ${filtered}`, whereValues);
     return { total: total ? int(total, 'count') : 0, checks };
+  }
+
+  /**
+   * One token value on an identifier stored as `system|value` (keyColumn) and as its bare value
+   * (valueColumn): `value` is an indexed equality on the bare value, `system|value` and `|value`
+   * on the key; `system|` compares the key's prefix (no LIKE on user input).
+   */
+  private token(params: Params, token: TokenValue, keyColumn: string, valueColumn: string): string {
+    if (token.value === undefined) {
+      const prefix = `${token.system ?? ''}|`;
+      return `substr(${keyColumn}, 1, ${prefix.length}) = ${params.add(prefix)}`;
+    }
+    if (token.system === undefined) return `${valueColumn} = ${params.add(token.value)}`;
+    return `${keyColumn} = ${params.add(`${token.system}|${token.value}`)}`;
+  }
+
+  /** A date range on an epoch-ms column: [from, before), or outside it with `not`. */
+  private range(params: Params, column: string, range: DateRange): string {
+    const bounds: string[] = [];
+    if (range.from !== undefined) bounds.push(`${column} >= ${params.add(range.from)}`);
+    if (range.before !== undefined) bounds.push(`${column} < ${params.add(range.before)}`);
+    const within = bounds.length ? bounds.join(' AND ') : 'TRUE';
+    return range.not ? `NOT (${within})` : `(${within})`;
   }
 
   /** A value as a parameter of its column: JSON as JSON text, a boolean as the database takes it. */

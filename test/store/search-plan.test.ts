@@ -1,0 +1,177 @@
+/**
+ * The main searches run on an index, on SQLite and on PostgreSQL: the statements the store
+ * issues for `patient=`, `request.identifier=`, a `_lastUpdated` range and a `created` range are
+ * explained by the database itself (SQLite: EXPLAIN QUERY PLAN; PostgreSQL: EXPLAIN, after
+ * ANALYZE on enough rows that the planner prefers an index to a scan).
+ */
+import { randomUUID } from 'node:crypto';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import type { CoverageEligibilityRequest, CoverageEligibilityResponse } from 'fhir/r4.js';
+import pg from 'pg';
+import { afterAll, describe, expect, it } from 'vitest';
+import type { CheckStore, NewCheck, SearchFilters } from '../../src/checks/store/check-store.js';
+import type { Result, SqlDriver, Statement, Work } from '../../src/checks/store/driver.js';
+import { openStore } from '../../src/checks/store/open.js';
+import { testDatabaseUrl } from '../support/postgres.js';
+import { upstreamTaskRequest } from '../support/requests.js';
+
+const PG_URL = testDatabaseUrl();
+const T0 = Date.UTC(2026, 0, 1);
+const TENANTS = 10;
+const ROWS = 4000;
+
+function newCheck(n: number): NewCheck {
+  const id = randomUUID();
+  const now = T0 + n * 60_000;
+  const request: CoverageEligibilityRequest = {
+    resourceType: 'CoverageEligibilityRequest',
+    id,
+    status: 'active',
+    purpose: ['benefits'],
+    patient: { reference: 'Patient/p1' },
+    created: '2026-01-01',
+    insurer: { identifier: { system: 'urn:payer', value: 'DAMAN' } },
+  };
+  const cer: CoverageEligibilityResponse = {
+    resourceType: 'CoverageEligibilityResponse',
+    id,
+    status: 'active',
+    purpose: ['benefits'],
+    patient: { reference: 'Patient/p1' },
+    created: new Date(now).toISOString(),
+    request: { reference: `CoverageEligibilityRequest/${id}` },
+    outcome: 'complete',
+    insurer: { identifier: { system: 'urn:payer', value: 'DAMAN' } },
+  };
+  return {
+    id,
+    tenantId: `tenant-${n % TENANTS}`,
+    idempotencyKey: `urn:visit|visit-${n}`,
+    payerCode: 'DAMAN',
+    isSearchAll: false,
+    patientKey: `urn:eid|784-${n}`,
+    request,
+    upstreamRequest: upstreamTaskRequest('784-1990-1234567-1', now),
+    state: 'done',
+    upstreamTaskId: null,
+    upstreamStatus: null,
+    tasksCreated: 1,
+    pollFailures: 0,
+    nextRunAt: now,
+    deadlineAt: now,
+    envelope: null,
+    cer,
+    outcome: 'complete',
+    answer: null,
+    now,
+  };
+}
+
+/** Records every statement a piece of work yields. */
+function* recording<T>(work: Work<T>, seen: Statement[]): Work<T> {
+  let step = work.next();
+  while (!step.done) {
+    seen.push(step.value);
+    const result: Result = yield step.value;
+    step = work.next(result);
+  }
+  return step.value;
+}
+
+function* single(statement: Statement): Work<Result> {
+  return yield statement;
+}
+
+const searches: Array<{ name: string; filters: SearchFilters; index: string }> = [
+  {
+    name: 'patient=value',
+    filters: { patient: [[{ value: '784-1234' }]] },
+    index: 'checks_patient_value_idx',
+  },
+  {
+    name: 'patient=system|value',
+    filters: { patient: [[{ system: 'urn:eid', value: '784-1234' }]] },
+    index: 'checks_patient_key_idx',
+  },
+  {
+    name: 'request.identifier=value',
+    filters: { requestIdentifier: [[{ value: 'visit-1234' }]] },
+    index: 'checks_request_identifier_idx',
+  },
+  {
+    name: 'request.identifier=system|value',
+    filters: { requestIdentifier: [[{ system: 'urn:visit', value: 'visit-1234' }]] },
+    index: 'checks_idempotency_idx',
+  },
+  {
+    name: '_lastUpdated range',
+    filters: { lastUpdated: [{ from: T0 + 1000 * 60_000 }, { before: T0 + 1030 * 60_000 }] },
+    index: 'checks_updated_idx',
+  },
+  {
+    name: 'created range',
+    filters: { created: [{ from: T0 + 1000 * 60_000, before: T0 + 1030 * 60_000 }] },
+    index: 'checks_created_idx',
+  },
+];
+
+const schemas: string[] = [];
+let dir = '';
+
+afterAll(async () => {
+  if (dir) rmSync(dir, { recursive: true, force: true });
+  if (schemas.length === 0) return;
+  const client = new pg.Client({ connectionString: PG_URL });
+  await client.connect();
+  try {
+    for (const schema of schemas) await client.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
+  } finally {
+    await client.end();
+  }
+});
+
+async function open(kind: 'sqlite' | 'postgres'): Promise<CheckStore> {
+  if (kind === 'sqlite') {
+    dir ||= mkdtempSync(join(tmpdir(), 'search-plan-'));
+    return openStore(`sqlite:${join(dir, `${randomUUID()}.db`)}`);
+  }
+  const schema = `search_plan_${process.pid}_${Date.now()}`;
+  schemas.push(schema);
+  return openStore(PG_URL, { schema });
+}
+
+describe.each(['sqlite', 'postgres'] as const)('search plans on %s', (kind) => {
+  it('use an index for patient, request.identifier, _lastUpdated and created', async () => {
+    const store = await open(kind);
+    try {
+      await store.migrate();
+      for (let start = 0; start < ROWS; start += 500) {
+        await Promise.all(Array.from({ length: 500 }, (_, i) => store.insert(newCheck(start + i))));
+      }
+      const driver = (store as unknown as { driver: SqlDriver }).driver;
+      const explain = kind === 'sqlite' ? 'EXPLAIN QUERY PLAN ' : 'EXPLAIN ';
+      if (kind === 'postgres') await driver.run('single', single({ sql: 'ANALYZE checks', params: [] }));
+      for (const search of searches) {
+        const seen: Statement[] = [];
+        const run = driver.run.bind(driver);
+        driver.run = (mode, work) => run(mode, recording(work, seen));
+        const found = await store.search('tenant-4', search.filters, { count: 20, offset: 0 });
+        driver.run = run;
+        expect(found.checks.length, search.name).toBeGreaterThan(0);
+        expect(seen.length, search.name).toBeGreaterThan(0);
+        for (const statement of seen) {
+          const { rows } = await driver.run(
+            'single',
+            single({ sql: explain + statement.sql, params: statement.params }),
+          );
+          const plan = rows.map((row) => String(row.detail ?? row['QUERY PLAN'])).join('\n');
+          expect(plan, `${search.name}: ${statement.sql}`).toContain(search.index);
+        }
+      }
+    } finally {
+      await store.close();
+    }
+  }, 60_000);
+});
