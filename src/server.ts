@@ -160,7 +160,12 @@ export async function startServer(
     fhir: fhirRouter({
       tenants: config.tenants,
       version: VERSION,
-      features: { checks: true, conformance: conformanceTypes(), documents: true },
+      features: {
+        checks: true,
+        conformance: conformanceTypes(),
+        documents: true,
+        cors: config.corsOrigins.length > 0,
+      },
       checks,
       baseUrl,
       submitRatePerMinute: config.submitRatePerMinute,

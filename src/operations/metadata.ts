@@ -15,6 +15,8 @@ export interface CapabilityFeatures {
   conformance: readonly string[];
   /** Stable document links (Binary). */
   documents: boolean;
+  /** CORS headers are served (CORS_ORIGINS is set). */
+  cors?: boolean;
 }
 
 const SUBMIT_DEFINITION = 'http://hl7.org/fhir/OperationDefinition/CoverageEligibilityRequest-submit';
@@ -143,7 +145,8 @@ export function capabilityStatement(
         mode: 'server',
         documentation: 'All interactions except metadata need Authorization: Bearer <api key>.',
         security: {
-          cors: false,
+          // https://hl7.org/fhir/R4/capabilitystatement-definitions.html#CapabilityStatement.rest.security.cors
+          cors: features.cors === true,
           description: 'Bearer API key per tenant (clinic); a tenant sees only its own checks.',
         },
         resource,

@@ -63,6 +63,15 @@ describe('CORS', () => {
     expect(read.headers['access-control-allow-origin']).toBeUndefined();
   });
 
+  it('the CapabilityStatement says whether CORS is served', async () => {
+    const on = await request(h.url).get('/fhir/metadata');
+    const without = await request(off.url).get('/fhir/metadata');
+    const cors = (body: unknown) =>
+      (body as { rest: { security?: { cors?: boolean } }[] }).rest[0]?.security?.cors;
+    expect(cors(on.body)).toBe(true);
+    expect(cors(without.body)).toBe(false);
+  });
+
   it('without CORS_ORIGINS, no CORS headers at all', async () => {
     const read = await request(off.url).get('/fhir/metadata').set('Origin', EHR);
     expect(read.status).toBe(200);
