@@ -37,6 +37,18 @@ module.exports = {
       'The FHIR kit, the upstream contract and client, config and log are the ground: they import no layer above.',
     ),
     forbid(
+      'ground-is-flat',
+      '^src/fhir/',
+      '^src/upstream/',
+      'The FHIR kit and the upstream side of the ground do not know each other.',
+    ),
+    forbid(
+      'ground-is-flat-too',
+      '^src/upstream/',
+      '^src/fhir/',
+      'The FHIR kit and the upstream side of the ground do not know each other.',
+    ),
+    forbid(
       'mapping-imports-up',
       mapping,
       [checks, operations, http, root, '^src/(sandbox|admin)/'],
@@ -69,7 +81,7 @@ module.exports = {
     forbid(
       'admin-uses-the-store',
       '^src/admin/',
-      [mapping, operations, http, root, '^src/sandbox/'],
+      [mapping, operations, http, root, '^src/sandbox/', '^src/checks/(?!store/)'],
       'The operator command works on the store only.',
     ),
     {

@@ -14,6 +14,11 @@ const NOT_FHIR_STRING_ALL = /[^\r\n\t\u0020-\uFFFF]/g;
 const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
 const LONE_SURROGATE_ALL = new RegExp(LONE_SURROGATE.source, 'g');
 
+/** True when the text holds half of a surrogate pair alone: it is not Unicode text. */
+export function hasLoneSurrogate(text: string): boolean {
+  return LONE_SURROGATE.test(text);
+}
+
 /**
  * The FHIR-string form of a text: lone surrogates replaced (U+FFFD), control characters removed,
  * outer white space trimmed. Undefined when nothing is left.

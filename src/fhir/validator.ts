@@ -58,7 +58,8 @@ export function validateFhir(resource: unknown, options: ValidateOptions = {}): 
   if (walk.shape.length > 0) return { valid: false, issues: [...walk.shape, ...walk.bindings] };
   const issues: OperationOutcomeIssue[] = [];
   try {
-    issues.push(...(validateResource(resource as MedplumResource) as unknown as OperationOutcomeIssue[]));
+    const found = validateResource(resource as MedplumResource) as unknown as OperationOutcomeIssue[];
+    issues.push(...found.map(withoutEchoedValue));
   } catch (err) {
     if (err instanceof OperationOutcomeError) {
       // A thrown outcome names no element: it is about the resource as a whole.
@@ -79,6 +80,17 @@ export function validateFhir(resource: unknown, options: ValidateOptions = {}): 
     ),
   );
   return { valid: !issues.some((i) => i.severity === 'error' || i.severity === 'fatal'), issues };
+}
+
+/**
+ * medplum repeats a value it could not read as a reference (`Invalid reference: got "784-...",
+ * expected "Patient"`): a client may have put an identifier there, which is patient data. The
+ * element is named by the issue's expression; its value is never repeated.
+ */
+function withoutEchoedValue(issue: OperationOutcomeIssue): OperationOutcomeIssue {
+  const text = issue.details?.text;
+  if (!text?.includes('got "')) return issue;
+  return { ...issue, details: { ...issue.details, text: text.replace(/got ".*?"(, )?/g, '') } };
 }
 
 /** Deeper than any real resource; checked before the recursive validators can overflow the stack. */

@@ -63,6 +63,13 @@ export const fhirBody: RequestHandler = (req, res, next) => {
     next(unsupportedMediaType(String(req.headers['content-type'] ?? 'none')));
     return;
   }
+  // FHIR JSON is UTF-8 (https://hl7.org/fhir/R4/json.html): another charset is refused before the
+  // body is read, so the depth scan of its bytes (UTF-8 only) can never be walked around.
+  const charset = /;\s*charset\s*=\s*"?([^";\s]+)/i.exec(String(req.headers['content-type'] ?? ''))?.[1];
+  if (hasBody && charset !== undefined && !/^utf-?8$/i.test(charset)) {
+    next(unsupportedMediaType(String(req.headers['content-type'])));
+    return;
+  }
   jsonParser(req, res, (error?: unknown) => {
     if (error !== undefined) {
       next(error);
@@ -147,9 +154,14 @@ export function errorHandler(logger: Logger): ErrorRequestHandler {
     if (res.headersSent) {
       // The answer began: ending it here could leave a cut-off body on a kept-alive connection,
       // and the client would read the next answer on that connection as the rest of this one.
-      // The connection is closed instead, so only this request fails.
-      logger.warn('error after the answer began; connection closed', { requestId, route: routeOf(req) });
-      res.destroy();
+      // The connection is closed instead, so only this request fails. An answer already written
+      // whole is left to be flushed.
+      logger.warn('error after the answer began', {
+        requestId,
+        route: routeOf(req),
+        complete: res.writableEnded,
+      });
+      if (!res.writableEnded) res.destroy();
       return;
     }
     sendResource(res, known.status, known.outcome, known.headers);

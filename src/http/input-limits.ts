@@ -8,6 +8,7 @@
  */
 import type { OperationOutcomeIssue } from 'fhir/r4.js';
 import { OperationOutcomeError, outcomeOf } from '../fhir/outcomes.js';
+import { hasLoneSurrogate } from '../fhir/text.js';
 
 export const INPUT_LIMITS = {
   /** Bytes of one request body: a $submit is a few KB; a rich Bundle with narratives well under 100 KB. */
@@ -23,7 +24,7 @@ export const INPUT_LIMITS = {
 } as const;
 
 /** A FHIR JSON property name: an element name, or `_` and one for a primitive's extensions (https://hl7.org/fhir/R4/json.html). */
-const PROPERTY_NAME = new RegExp(`^_?[A-Za-z][A-Za-z0-9]{0,${INPUT_LIMITS.propertyNameChars - 2}}$`);
+const PROPERTY_NAME = new RegExp(`^(?=.{1,${INPUT_LIMITS.propertyNameChars}}$)_?[A-Za-z][A-Za-z0-9]*$`);
 
 const OPEN_OBJECT = 0x7b; // {
 const OPEN_ARRAY = 0x5b; // [
@@ -78,6 +79,15 @@ export function checkParsedLimits(body: unknown): void {
     if (typeof value === 'string') {
       if (value.length > INPUT_LIMITS.stringChars)
         issues.push(tooCostly(`A string is longer than ${INPUT_LIMITS.stringChars} characters`, path));
+      // JSON can carry half of a surrogate pair as an escape (\ud800); that is no Unicode text,
+      // and a FHIR string is Unicode text (https://hl7.org/fhir/R4/datatypes.html#string).
+      else if (hasLoneSurrogate(value))
+        issues.push({
+          severity: 'error',
+          code: 'structure',
+          details: { text: 'A string holds half of a surrogate pair: it is not Unicode text' },
+          expression: [path],
+        });
     } else if (Array.isArray(value)) {
       if (value.length > INPUT_LIMITS.arrayItems) {
         issues.push(tooCostly(`An array has more than ${INPUT_LIMITS.arrayItems} items`, path));

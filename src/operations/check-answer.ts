@@ -4,6 +4,8 @@
  * the CER with its queued outcome (README, "Answers of $submit").
  */
 import type { Check } from '../checks/store/check-store.js';
+import { isAnswered } from '../checks/store/check-store.js';
+import { decideAnswer, type CheckAnswer } from '../mapping/response/answer.js';
 import type { FhirAnswer } from './types.js';
 
 /** URL of a check's CER. */
@@ -25,7 +27,7 @@ export function answerForCheck(check: Check, baseUrl: string, retryAfterSeconds?
     Location: cerUrl(baseUrl, check.id),
     ETag: etagOf(check.version),
   };
-  const answer = check.answer;
+  const answer = check.answer ?? legacyAnswer(check);
   if (!answer?.outcome || answer.status < 300) return { status: 200, body: check.cer, headers };
   if (answer.retryAfterSeconds !== undefined) headers['Retry-After'] = String(answer.retryAfterSeconds);
   // A guard's answer: Retry-After until the guard closes. Once it has closed, none: this check
@@ -33,4 +35,14 @@ export function answerForCheck(check: Check, baseUrl: string, retryAfterSeconds?
   else if (answer.status === 503 && retryAfterSeconds !== undefined)
     headers['Retry-After'] = String(retryAfterSeconds);
   return { status: answer.status, body: answer.outcome, headers };
+}
+
+/**
+ * A check answered with no stored answer can only have been finished by a replica of the previous
+ * release, still running beside this one during an upgrade (that release never writes the column;
+ * migration 6 decided the answers of the checks it had finished before): decided here, by the same
+ * function, so its status is right whichever replica finished it.
+ */
+function legacyAnswer(check: Check): CheckAnswer | null {
+  return isAnswered(check) ? decideAnswer(check.cer, check.envelope, check.isSearchAll) : null;
 }

@@ -263,6 +263,37 @@ describe('hostile input costs nothing: small, valid answers', () => {
     expect(JSON.stringify(res.body)).not.toContain('99887');
   });
 
+  it('a reference holding an identifier is never repeated, by the mapper or the validator', async () => {
+    const inQuery = await submitRaw({
+      ...eligibilityRequest(),
+      patient: { reference: 'Patient?identifier=784198712345671' },
+    });
+    expect(inQuery.status).toBe(422);
+    expectOutcome(inQuery.body, 422, { expression: 'CoverageEligibilityRequest.patient' });
+    expect(JSON.stringify(inQuery.body)).not.toContain('784198712345671');
+    // medplum warns "Invalid reference: got <value>"; sent back with any error of the body.
+    const asValue = await submitRaw({
+      ...eligibilityRequest(),
+      status: 'bogus',
+      patient: { reference: '784-1987-1234567-1' },
+    });
+    expect(asValue.status).toBe(400);
+    expectOutcome(asValue.body, 400, {});
+    expect(JSON.stringify(asValue.body)).not.toContain('1234567');
+  });
+
+  it('a lone surrogate in a string is refused at its path, never stored and served back', async () => {
+    const request = eligibilityRequest();
+    const patient = request.contained?.[0] as { name?: { family?: string }[] };
+    patient.name = [{ family: 'Te\ud800st' }];
+    const res = await submitRaw(request);
+    expect(res.status).toBe(400);
+    expectOutcome(res.body, 400, {
+      code: 'structure',
+      expression: 'CoverageEligibilityRequest.contained[0].name[0].family',
+    });
+  });
+
   it('at most 100 issues; the last says how many were left out', async () => {
     const unknown = Object.fromEntries(Array.from({ length: 250 }, (_, i) => [`unknown${i}`, i]));
     const res = await submitRaw({ ...eligibilityRequest(), ...unknown });
@@ -321,6 +352,26 @@ describe('input limits, checked before the work', () => {
       expectOutcome(res.body, 400, { code: 'structure', expression: 'CoverageEligibilityRequest.insurer' });
       if (key.length > 3) expect(JSON.stringify(res.body)).not.toContain(key);
     }
+  });
+});
+
+describe('charsets', () => {
+  it('FHIR JSON is UTF-8: a body in another charset is 415 before it is read', async () => {
+    for (const charset of ['utf-16le', 'utf-16', 'utf-7', 'latin1']) {
+      const res = await request(h.url)
+        .post(SUBMIT)
+        .set(h.auth)
+        .set('Content-Type', `application/fhir+json; charset=${charset}`)
+        .send(JSON.stringify(eligibilityRequest()));
+      expect(res.status, charset).toBe(415);
+      expectOutcome(res.body, 415, { code: 'not-supported' });
+    }
+    const utf8 = await request(h.url)
+      .post(SUBMIT)
+      .set(h.auth)
+      .set('Content-Type', 'application/fhir+json; charset=UTF-8')
+      .send(JSON.stringify(eligibilityRequest()));
+    expect(utf8.status).toBe(200);
   });
 });
 

@@ -18,7 +18,9 @@ import type {
 } from 'fhir/r4.js';
 import { describe, expect, it } from 'vitest';
 import { findAdapterError } from '../../src/mapping/response/adapter-errors.js';
-import { decideAnswer } from '../../src/mapping/response/answer.js';
+import { decideAnswer, type CheckAnswer } from '../../src/mapping/response/answer.js';
+import type { Check } from '../../src/checks/store/check-store.js';
+import { answerForCheck } from '../../src/operations/check-answer.js';
 import { CANONICAL_BASE } from '../../src/fhir/canonical.js';
 import {
   OUTCOME_SYSTEM,
@@ -950,6 +952,47 @@ describe('decideAnswer: what $submit answers, decided once per check', () => {
 
   it('a CER still running or complete: 200 with the CER, no OperationOutcome', () => {
     expect(decideAnswer(queuedCer(ctx()), null, false)).toEqual({ status: 200 });
+  });
+});
+
+describe('answerForCheck', () => {
+  const base = 'https://adapter.example';
+  const at = (cer: CoverageEligibilityResponse, answer: CheckAnswer | null, state: Check['state']) =>
+    ({
+      id: CHECK_ID,
+      version: 2,
+      cer,
+      outcome: cer.outcome,
+      state,
+      answer,
+      envelope: null,
+      isSearchAll: false,
+    }) as Check;
+
+  it('answers with the stored answer', () => {
+    const row = findAdapterError('task-lost')!;
+    const cer = adapterErrorCer(ctx(), { code: 'task-lost', text: row.text });
+    const stored = decideAnswer(cer, null, false);
+    const answer = answerForCheck(at(cer, stored, 'done'), base);
+    expect(answer.status).toBe(row.httpStatus);
+    expect(answer.body).toEqual(stored.outcome);
+    expect(answer.headers?.Location).toBe(`${base}/fhir/CoverageEligibilityResponse/${CHECK_ID}`);
+  });
+
+  it('a check a previous-release replica finished (no stored answer) gets the same answer', () => {
+    const row = findAdapterError('task-lost')!;
+    const cer = adapterErrorCer(ctx(), { code: 'task-lost', text: row.text });
+    expect(answerForCheck(at(cer, null, 'done'), base)).toEqual(
+      answerForCheck(at(cer, decideAnswer(cer, null, false), 'done'), base),
+    );
+    expect(row.httpStatus).toBeGreaterThanOrEqual(400);
+  });
+
+  it('a check still running: 200 with its queued CER', () => {
+    const cer = queuedCer(ctx());
+    const answer = answerForCheck(at(cer, null, 'polling'), base);
+    expect(answer.status).toBe(200);
+    expect(answer.body).toBe(cer);
   });
 });
 

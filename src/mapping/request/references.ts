@@ -7,7 +7,6 @@
  */
 import type { BundleEntry, FhirResource, Identifier, Reference, Resource } from 'fhir/r4.js';
 import { OperationOutcomeError, outcome, unprocessable, type IssueType } from '../../fhir/outcomes.js';
-import { echo } from '../../fhir/text.js';
 import { ReferenceResolutionError, type ReferenceResolver } from './resolver.js';
 import { list } from './submit-body.js';
 
@@ -69,13 +68,13 @@ export async function resolveReference(
   if (found) return checked({ kind: 'resource', ...found }, element);
   if (literal.startsWith('#'))
     throw unprocessable(
-      `The ${element.label} reference ${echo(literal)} names no contained resource`,
+      `The ${element.label} reference names no contained resource`,
       element.path,
       'not-found',
     );
   if (context.bundle && /^urn:(uuid|oid):/.test(literal))
     throw unprocessable(
-      `The ${element.label} reference ${echo(literal)} matches no Bundle entry fullUrl`,
+      `The ${element.label} reference matches no Bundle entry fullUrl`,
       element.path,
       'not-found',
     );
@@ -83,7 +82,7 @@ export async function resolveReference(
     // A literal reference also carrying an identifier can still be used logically.
     if (ref.identifier) return logical(ref, element);
     throw unprocessable(
-      `The ${element.label} is given as a reference to another system (${echo(literal)}). Send it contained, in a Bundle, or as an identifier: looking up literal references needs SOURCE_FHIR_BASE_URL, which is not configured`,
+      `The ${element.label} is given as a reference to another system. Send it contained, in a Bundle, or as an identifier: looking up literal references needs SOURCE_FHIR_BASE_URL, which is not configured`,
       element.path,
       'not-supported',
     );
@@ -177,32 +176,32 @@ async function fetchLiteral(
   }
 }
 
-const FAILURE_TEXT: Record<string, { code: IssueType; text: (label: string, ref: string) => string }> = {
+const FAILURE_TEXT: Record<string, { code: IssueType; text: (label: string) => string }> = {
   'not-found': {
     code: 'not-found',
-    text: (label, ref) =>
-      `The ${label} record (${ref}) was not found in the clinic's record system. Check it still exists, then submit again.`,
+    text: (label) =>
+      `The ${label} record was not found in the clinic's record system. Check it still exists, then submit again.`,
   },
   'not-allowed': {
     code: 'value',
-    text: (label, ref) =>
-      `The ${label} reference (${ref}) points outside the clinic's record system, so it cannot be looked up. Send the ${label} contained or as an identifier.`,
+    text: (label) =>
+      `The ${label} reference points outside the clinic's record system, so it cannot be looked up. Send the ${label} contained or as an identifier.`,
   },
   timeout: {
     code: 'transient',
-    text: (label, ref) =>
-      `The clinic's record system took too long to return the ${label} record (${ref}). Try again in a moment.`,
+    text: (label) =>
+      `The clinic's record system took too long to return the ${label} record. Try again in a moment.`,
   },
   unreachable: {
     code: 'transient',
-    text: (label, ref) =>
-      `The clinic's record system could not be reached to look up the ${label} (${ref}). Try again in a moment.`,
+    text: (label) =>
+      `The clinic's record system could not be reached to look up the ${label}. Try again in a moment.`,
   },
 };
 const DEFAULT_FAILURE = {
   code: 'processing' as IssueType,
-  text: (label: string, ref: string) =>
-    `The clinic's record system could not return the ${label} record (${ref}). Try again, or ask the administrator to check the connection.`,
+  text: (label: string) =>
+    `The clinic's record system could not return the ${label} record. Try again, or ask the administrator to check the connection.`,
 };
 
 function resolutionFailure(error: unknown, literal: string, element: Element): OperationOutcomeError {
@@ -211,7 +210,7 @@ function resolutionFailure(error: unknown, literal: string, element: Element): O
   const diagnostics =
     error instanceof ReferenceResolutionError ? `${error.reason}: ${error.message}` : 'resolver failed';
   return new OperationOutcomeError(
-    outcome(row.code, row.text(element.label, echo(literal)), { expression: [element.path], diagnostics }),
+    outcome(row.code, row.text(element.label), { expression: [element.path], diagnostics }),
     422,
   );
 }
