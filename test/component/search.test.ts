@@ -360,6 +360,22 @@ describe('search handling: lenient by default, strict on request', () => {
     await refused(`${CER}?_summary=maybe`, '_summary');
     await refused(`${CER}?_summary=true&_elements=outcome`, '_elements');
   });
+  it('more query pairs than a search takes: 400 too-costly, never a wider answer', async () => {
+    // Past 1,000 pairs the default query parser dropped the rest: patient= was lost and every
+    // check answered, even under strict handling.
+    const p2 = `patient=784-1990-0000002-2`;
+    for (const headers of [{}, { Prefer: 'handling=strict' }]) {
+      const res = await request(h.url)
+        .get(`${CER}?${'_id=&'.repeat(1000)}${p2}`)
+        .set(h.auth)
+        .set(headers);
+      expect(res.status).toBe(400);
+      expectValidFhir(res.body);
+      expect((res.body as OperationOutcome).issue[0]!.code).toBe('too-costly');
+    }
+    // Up to the limit every pair is read.
+    expect(await ids(`${CER}?${'_id=&'.repeat(99)}${p2}`)).toEqual([a[1]!.id]);
+  });
 });
 
 describe('CoverageEligibilityRequest search', () => {

@@ -19,7 +19,7 @@ import type {
   SearchSort,
   TokenValue,
 } from '../../checks/store/check-store.js';
-import { badRequest } from '../../fhir/outcomes.js';
+import { OperationOutcomeError, badRequest, outcome } from '../../fhir/outcomes.js';
 import { parsePrefer } from '../../fhir/prefer.js';
 import type { FhirRequest } from '../types.js';
 import { ELEMENTS } from './subset.js';
@@ -28,6 +28,11 @@ import type { Subset, SubsetType } from './subset.js';
 /** The default page size, and the most one page holds (`_count` above it is clamped: search.html#count). */
 export const DEFAULT_COUNT = 20;
 export const MAX_COUNT = 100;
+/**
+ * The most query pairs a search takes: more is refused before any work (too-costly,
+ * search.html#errors), so no parameter is ever left unread and a search never widened.
+ */
+export const MAX_PAIRS = 100;
 const MAX_OFFSET = 1_000_000;
 
 const ID = /^[A-Za-z0-9\-.]{1,64}$/;
@@ -288,6 +293,17 @@ export interface SearchOptions {
  * Parses a search of one resource type (`options`: what it serves besides its parameters).
  */
 export function parseSearch(req: FhirRequest, table: ParamTable, options: SearchOptions): ParsedSearch {
+  let pairs = 0;
+  for (const [name, value] of Object.entries(req.query)) {
+    pairs += Array.isArray(value) ? value.length : 1;
+    if (pairs > MAX_PAIRS)
+      throw new OperationOutcomeError(
+        outcome('too-costly', `A search takes at most ${MAX_PAIRS} query parameters; ${name} is past it`, {
+          expression: [name],
+        }),
+        400,
+      );
+  }
   const strict = parsePrefer(req.prefer).handling === 'strict';
   const parsed: ParsedSearch = {
     filters: {},
