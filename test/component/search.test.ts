@@ -159,6 +159,31 @@ describe('CoverageEligibilityResponse search: never wider than asked', () => {
     expect(await ids(`${CER}?request.identifier=${a[0]!.identifier}`)).toEqual([a[0]!.id]);
   });
 
+  it('request.identifier with a | inside the system matches only its own split', async () => {
+    const body = eligibilityRequest({ emiratesId: '784-1990-0000001-1', identifier: `${RUN}-bar` });
+    body.identifier = [{ system: 'urn:x|b', value: `${RUN}-bar` }];
+    const res = await request(h.url)
+      .post(SUBMIT)
+      .set(h.authB)
+      .set('Prefer', 'wait=20')
+      .set('Content-Type', 'application/fhir+json')
+      .send(body);
+    expect(res.status, JSON.stringify(res.body)).toBe(200);
+    const id = (res.body as CoverageEligibilityResponse).id!;
+    const found = async (query: string) => {
+      const got = await request(h.url).get(`${CER}?${query}`).set(h.authB);
+      expect(got.status, `${query}: ${JSON.stringify(got.body)}`).toBe(200);
+      return ((got.body as Bundle).entry ?? []).map((e) => e.resource!.id);
+    };
+    const escaped = (s: string) => encodeURIComponent(s);
+    // system urn:x|b, value ...-bar: this check.
+    expect(await found(`request.identifier=${escaped(`urn:x\\|b|${RUN}-bar`)}`)).toEqual([id]);
+    expect(await found(`request.identifier=${escaped('urn:x\\|b|')}`)).toEqual([id]);
+    // system urn:x, value b|...-bar, and any value of urn:x: not this check (same stored key).
+    expect(await found(`request.identifier=${escaped(`urn:x|b\\|${RUN}-bar`)}`)).toEqual([]);
+    expect(await found(`request.identifier=${escaped('urn:x|')}`)).toEqual([]);
+  });
+
   it('insurer (case-insensitive) and outcome (comma = OR)', async () => {
     expect(await ids(`${CER}?insurer=nas`)).toEqual(where((c) => c.payer === 'NAS'));
     expect(await ids(`${CER}?insurer=NAS,axa`)).toEqual(where((c) => c.payer !== 'DAMAN'));

@@ -84,6 +84,12 @@ export type NewCheck = Omit<
   'version' | 'leaseOwner' | 'leaseUntil' | 'createdAt' | 'updatedAt' | 'asyncStopped'
 > & {
   now: number;
+  /**
+   * The bare values of patientKey and idempotencyKey (their identifier's value), stored for search:
+   * a `|` in the system makes the key's split ambiguous. Absent: the key after its first `|`.
+   */
+  patientValue?: string | null;
+  requestIdentifierValue?: string | null;
 };
 
 /** Fields the scheduler may change. When `cer` is given the version is bumped and updatedAt set. */
