@@ -145,10 +145,19 @@ describe('CoverageEligibilityResponse search: never wider than asked', () => {
   it('request and request.identifier', async () => {
     expect(await ids(`${CER}?request=${a[1]!.id}`)).toEqual([a[1]!.id]);
     expect(await ids(`${CER}?request=CoverageEligibilityRequest/${a[1]!.id}`)).toEqual([a[1]!.id]);
-    expect(await ids(`${CER}?request=${h.url}/fhir/CoverageEligibilityRequest/${a[1]!.id}`)).toEqual([
+    // The base URL the service says it has (its fullUrls): under it an absolute URL is local.
+    const self = String((await search(`${CER}?_count=1`)).link?.[0]?.url);
+    const base = self.slice(0, self.indexOf('/fhir/'));
+    expect(await ids(`${CER}?request=${base}/fhir/CoverageEligibilityRequest/${a[1]!.id}`)).toEqual([
       a[1]!.id,
     ]);
     expect(await ids(`${CER}?request=${b.id}`)).toEqual([]);
+    // The same id on another server is not this service's request (search.html#reference).
+    const other = `http://other.example/fhir/CoverageEligibilityRequest/${a[1]!.id}`;
+    expect(await ids(`${CER}?request=${other}`)).toEqual([]);
+    expect(await ids(`${CER}?request=${other},${a[2]!.id}`)).toEqual([a[2]!.id]);
+    expect(await ids(`${CER}?request=${h.url}/other/CoverageEligibilityRequest/${a[1]!.id}`)).toEqual([]);
+    await refused(`${CER}?request=x/CoverageEligibilityRequest/${a[1]!.id}`, 'request');
     expect(await ids(`${CER}?request.identifier=${VISIT}|${a[3]!.identifier}`)).toEqual([a[3]!.id]);
     expect(await ids(`${CER}?request.identifier=${a[3]!.identifier}`)).toEqual([a[3]!.id]);
     expect(await ids(`${CER}?request.identifier=urn:other|${a[3]!.identifier}`)).toEqual([]);

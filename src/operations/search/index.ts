@@ -90,6 +90,7 @@ export function searchResponses(
     type: 'CoverageEligibilityResponse',
     include: 'CoverageEligibilityResponse:request',
     sortable: ['lastUpdated', 'created'],
+    baseUrl,
   });
   return run(req, checks, baseUrl, 'CoverageEligibilityResponse', parsed);
 }

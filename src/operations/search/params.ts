@@ -145,12 +145,26 @@ function id(name: string, raw: string): string {
   return raw;
 }
 
-/** A reference to a CoverageEligibilityRequest: `CoverageEligibilityRequest/{id}` (relative or absolute) or the id. */
-function requestId(name: string, raw: string): string {
-  const match = /^(?:.*\/)?CoverageEligibilityRequest\/([^/]+)$/.exec(raw);
-  if (!match && raw.includes('/'))
+/**
+ * A reference to a CoverageEligibilityRequest (search.html#reference): its id,
+ * `CoverageEligibilityRequest/{id}`, or the absolute URL of one. An absolute URL is this
+ * service's request only under its base URL + `/fhir/`; a request on another server is a valid
+ * reference that no check here refers to (every check's CER refers to its own request), so it
+ * matches nothing (undefined) rather than being refused or taken for a local id.
+ */
+function requestId(name: string, raw: string, baseUrl: string | undefined): string | undefined {
+  const match = /^(?:(.*)\/)?CoverageEligibilityRequest\/([^/]+)$/.exec(raw);
+  if (!match) {
+    if (raw.includes('/'))
+      throw badRequest(`${name}: a reference to a CoverageEligibilityRequest, or its id`, name);
+    return id(name, raw);
+  }
+  const at = match[1];
+  const local = id(name, match[2]!);
+  if (at === undefined) return local;
+  if (!/^[a-z][a-z0-9+.-]*:\/\//i.test(at))
     throw badRequest(`${name}: a reference to a CoverageEligibilityRequest, or its id`, name);
-  return id(name, match ? match[1]! : raw);
+  return baseUrl !== undefined && `${at}/` === `${baseUrl.replace(/\/+$/, '')}/fhir/` ? local : undefined;
 }
 
 const DATE =
@@ -223,7 +237,13 @@ function push<T>(groups: T[][] | undefined, group: T[]): T[][] {
 }
 
 /** Applies one value of a filter parameter. */
-function applyFilter(parsed: ParsedSearch, target: Target, name: string, raw: string): void {
+function applyFilter(
+  parsed: ParsedSearch,
+  target: Target,
+  name: string,
+  raw: string,
+  options: SearchOptions,
+): void {
   const f = parsed.filters;
   switch (target) {
     case 'id':
@@ -232,12 +252,15 @@ function applyFilter(parsed: ParsedSearch, target: Target, name: string, raw: st
         values(name, raw).map((v) => id(name, unescape(v))),
       );
       return;
-    case 'request':
-      f.ids = push(
-        f.ids,
-        values(name, raw).map((v) => requestId(name, unescape(v))),
-      );
+    case 'request': {
+      const ids = values(name, raw)
+        .map((v) => requestId(name, unescape(v), options.baseUrl))
+        .filter((v) => v !== undefined);
+      // Only references to other servers' requests: nothing matches this repetition (AND).
+      if (ids.length === 0) parsed.matchesNothing = true;
+      else f.ids = push(f.ids, ids);
       return;
+    }
     case 'patient':
       f.patient = push(
         f.patient,
@@ -287,6 +310,8 @@ export interface SearchOptions {
   /** The `_include` value served, if any. */
   include?: string;
   sortable: readonly SearchSort['field'][];
+  /** This service's base URL: an absolute reference is local only under `${baseUrl}/fhir/`. */
+  baseUrl?: string;
 }
 
 /**
@@ -329,7 +354,7 @@ export function parseSearch(req: FhirRequest, table: ParamTable, options: Search
     const target = Object.hasOwn(table, name) ? table[name] : undefined;
     if (target !== undefined) {
       for (const raw of raws) {
-        applyFilter(parsed, target, name, raw);
+        applyFilter(parsed, target, name, raw, options);
         parsed.used.append(name, raw);
       }
       continue;
