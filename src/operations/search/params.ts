@@ -172,7 +172,8 @@ const DATE =
 
 /**
  * A date parameter as a range of the instant column (search.html#date, #prefix). The value names
- * the range of its precision, [lo, hi): a year, month, day, minute, second or millisecond; a date
+ * the range of its precision, [lo, hi): a year, month, day, minute, second or fraction of a second
+ * (its digits' precision, in whole ms: see below); a date
  * without a time is taken in UTC. The stored time is an instant t, so `eq` is lo <= t < hi,
  * `ne` its negation, `gt`/`sa` t >= hi, `lt`/`eb` t < lo, `ge` t >= lo, `le` t < hi, and `ap`
  * widens [lo, hi) by 10% of the distance between the value and now on each side, as the page
@@ -197,9 +198,26 @@ export function dateRange(name: string, raw: string, now = Date.now()): DateRang
   let hi: number;
   if (hh !== undefined) {
     if (Number(hh) > 23 || Number(mi) > 59 || (ss !== undefined && Number(ss) > 59)) throw wrong();
-    lo = Date.parse(`${y}-${mo}-${d}T${hh}:${mi}:${ss ?? '00'}${(fraction ?? '').slice(0, 4)}${zone}`);
+    lo = Date.parse(`${y}-${mo}-${d}T${hh}:${mi}:${ss ?? '00'}${zone}`);
     if (Number.isNaN(lo)) throw wrong();
-    hi = lo + (fraction !== undefined ? 1 : ss !== undefined ? 1000 : 60_000);
+    if (fraction === undefined) hi = lo + (ss !== undefined ? 1000 : 60_000);
+    else {
+      // n fraction digits name [f, f + 1) in units of 10^-n s (search.html#date: the implicit
+      // range of the value's precision). In ms: exact for n <= 3; below a millisecond the bounds
+      // are rounded up, as the stored instants are whole ms (t >= x exactly when t >= ceil(x)).
+      const digits = fraction.slice(1);
+      const f = Number(digits);
+      const n = digits.length;
+      if (n <= 3) {
+        const unit = 10 ** (3 - n);
+        hi = lo + (f + 1) * unit;
+        lo += f * unit;
+      } else {
+        const per = 10 ** (n - 3); // units per ms
+        hi = lo + Math.ceil((f + 1) / per);
+        lo += Math.ceil(f / per);
+      }
+    }
   } else if (d !== undefined) {
     lo = utc(year, month - 1, day);
     hi = utc(year, month - 1, day + 1);
