@@ -379,7 +379,7 @@ export class SqlStore implements CheckStore {
       const column = key.field === 'created' ? 'created_at' : 'updated_at';
       return `${selective ? '+' : ''}${column} ${key.descending ? 'DESC' : 'ASC'}`;
     });
-    // The id as the last key, so the order is total and paging stable.
+    // The id as the last key, so the order is total (paging by offset: see CheckStore.search).
     order.push(`id ${sort[0]!.descending ? 'DESC' : 'ASC'}`);
     const counted = page.total !== false;
     // Where the total rides along as a window count (one round trip), a page past the end has no

@@ -50,7 +50,9 @@ async function run(
     return `${baseUrl}/fhir/${type}?${params.toString()}`;
   };
   // Paging links (http.html#paging, search.html#count): offsets over a total order (the sort
-  // keys, then the id), so consecutive pages neither repeat nor skip a check.
+  // keys, then the id). Each page is its own query: checks written between pages shift the
+  // offsets, so a page can repeat or skip a check. Under _sort=created (ascending) only a new check
+  // does, and it lands after the pages read; under _lastUpdated a queued check moves as it updates.
   const link: BundleLink[] = [{ relation: 'self', url: url(offset) }];
   if (!parsed.countOnly) {
     if (more) link.push({ relation: 'next', url: url(offset + count) });
