@@ -289,6 +289,18 @@ describe('CoverageEligibilityResponse search: results and paging', () => {
     expect(await ids(`${CER}?_total=accurate&outcome=partial`)).toEqual([a[2]!.id]);
   });
 
+  it('_total=none leaves the total out even where nothing can match', async () => {
+    for (const path of [
+      `${CER}?identifier=x&_total=none`,
+      `${CER}?request=http://other.example/fhir/CoverageEligibilityRequest/x&_total=none`,
+    ]) {
+      const bundle = await search(path);
+      expect(bundle.total, path).toBeUndefined();
+      expect(bundle.entry, path).toBeUndefined();
+    }
+    expect((await search(`${CER}?identifier=x`)).total).toBe(0);
+  });
+
   it("_include=CoverageEligibilityResponse:request adds each match's request", async () => {
     const bundle = await search(
       `${CER}?_include=CoverageEligibilityResponse:request&patient=784-1990-0000001-1`,

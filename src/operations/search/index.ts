@@ -28,7 +28,8 @@ async function run(
   parsed: ParsedSearch,
 ): Promise<FhirAnswer> {
   const { count, offset } = parsed;
-  let total: number | undefined = 0;
+  // _total=none (search.html#total): no total, even where nothing can match.
+  let total: number | undefined = parsed.total ? 0 : undefined;
   let page: Check[] = [];
   let more = false;
   if (!parsed.matchesNothing) {
