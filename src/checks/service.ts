@@ -169,6 +169,10 @@ export function newCheckOf(
     payerCode: input.payerCode,
     isSearchAll: input.isSearchAll,
     patientKey: input.patientKey,
+    ...(input.patientValue === undefined ? {} : { patientValue: input.patientValue }),
+    ...(input.requestIdentifierValue === undefined
+      ? {}
+      : { requestIdentifierValue: input.requestIdentifierValue }),
     request,
     upstreamRequest: input.upstream,
     state: at.guard ? 'done' : 'waiting',

@@ -2,6 +2,7 @@
  * The express shell: request ids, the request log, /health and /ready, the /fhir router
  * (src/http/fhir-routes.ts), and the one error handler (every error -> OperationOutcome).
  */
+import { parse as parseQuery } from 'node:querystring';
 import cors from 'cors';
 import express from 'express';
 import type { Router } from 'express';
@@ -66,7 +67,10 @@ export function createApp(deps: AppDeps): express.Express {
   const app = express();
   app.disable('x-powered-by');
   app.set('etag', false);
-  app.set('query parser', 'simple');
+  // The 'simple' parser is querystring.parse with maxKeys 1000: the pairs past the 1000th would be
+  // dropped silently and a search widened. Every pair is kept; the search refuses too many
+  // (operations/search/params.ts, MAX_PAIRS).
+  app.set('query parser', (query: string) => parseQuery(query, '&', '=', { maxKeys: 0 }));
   app.use(helmet({ contentSecurityPolicy: { directives: { defaultSrc: ["'none'"] } } }));
   app.use(requestId);
   app.use(requestLog(deps.logger, deps.observe));

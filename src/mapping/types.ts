@@ -18,6 +18,9 @@ export interface CheckInput {
   idempotencyKey: string | null;
   /** `system|value` of the patient identifier used for the check. */
   patientKey: string | null;
+  /** The bare values of patientKey and idempotencyKey (a `|` may be inside the system). */
+  patientValue?: string | null;
+  requestIdentifierValue?: string | null;
   /** Reference to put in CoverageEligibilityResponse.patient (literal when the input had one, else logical). */
   patient: Reference;
   /** Reference to put in CoverageEligibilityResponse.insurer (logical, payer code identifier + display). */

@@ -145,10 +145,19 @@ describe('CoverageEligibilityResponse search: never wider than asked', () => {
   it('request and request.identifier', async () => {
     expect(await ids(`${CER}?request=${a[1]!.id}`)).toEqual([a[1]!.id]);
     expect(await ids(`${CER}?request=CoverageEligibilityRequest/${a[1]!.id}`)).toEqual([a[1]!.id]);
-    expect(await ids(`${CER}?request=${h.url}/fhir/CoverageEligibilityRequest/${a[1]!.id}`)).toEqual([
+    // The base URL the service says it has (its fullUrls): under it an absolute URL is local.
+    const self = String((await search(`${CER}?_count=1`)).link?.[0]?.url);
+    const base = self.slice(0, self.indexOf('/fhir/'));
+    expect(await ids(`${CER}?request=${base}/fhir/CoverageEligibilityRequest/${a[1]!.id}`)).toEqual([
       a[1]!.id,
     ]);
     expect(await ids(`${CER}?request=${b.id}`)).toEqual([]);
+    // The same id on another server is not this service's request (search.html#reference).
+    const other = `http://other.example/fhir/CoverageEligibilityRequest/${a[1]!.id}`;
+    expect(await ids(`${CER}?request=${other}`)).toEqual([]);
+    expect(await ids(`${CER}?request=${other},${a[2]!.id}`)).toEqual([a[2]!.id]);
+    expect(await ids(`${CER}?request=${h.url}/other/CoverageEligibilityRequest/${a[1]!.id}`)).toEqual([]);
+    await refused(`${CER}?request=x/CoverageEligibilityRequest/${a[1]!.id}`, 'request');
     expect(await ids(`${CER}?request.identifier=${VISIT}|${a[3]!.identifier}`)).toEqual([a[3]!.id]);
     expect(await ids(`${CER}?request.identifier=${a[3]!.identifier}`)).toEqual([a[3]!.id]);
     expect(await ids(`${CER}?request.identifier=urn:other|${a[3]!.identifier}`)).toEqual([]);
@@ -157,6 +166,31 @@ describe('CoverageEligibilityResponse search: never wider than asked', () => {
     );
     // Tenant B's check has A's first identifier: A finds only its own.
     expect(await ids(`${CER}?request.identifier=${a[0]!.identifier}`)).toEqual([a[0]!.id]);
+  });
+
+  it('request.identifier with a | inside the system matches only its own split', async () => {
+    const body = eligibilityRequest({ emiratesId: '784-1990-0000001-1', identifier: `${RUN}-bar` });
+    body.identifier = [{ system: 'urn:x|b', value: `${RUN}-bar` }];
+    const res = await request(h.url)
+      .post(SUBMIT)
+      .set(h.authB)
+      .set('Prefer', 'wait=20')
+      .set('Content-Type', 'application/fhir+json')
+      .send(body);
+    expect(res.status, JSON.stringify(res.body)).toBe(200);
+    const id = (res.body as CoverageEligibilityResponse).id!;
+    const found = async (query: string) => {
+      const got = await request(h.url).get(`${CER}?${query}`).set(h.authB);
+      expect(got.status, `${query}: ${JSON.stringify(got.body)}`).toBe(200);
+      return ((got.body as Bundle).entry ?? []).map((e) => e.resource!.id);
+    };
+    const escaped = (s: string) => encodeURIComponent(s);
+    // system urn:x|b, value ...-bar: this check.
+    expect(await found(`request.identifier=${escaped(`urn:x\\|b|${RUN}-bar`)}`)).toEqual([id]);
+    expect(await found(`request.identifier=${escaped('urn:x\\|b|')}`)).toEqual([id]);
+    // system urn:x, value b|...-bar, and any value of urn:x: not this check (same stored key).
+    expect(await found(`request.identifier=${escaped(`urn:x|b\\|${RUN}-bar`)}`)).toEqual([]);
+    expect(await found(`request.identifier=${escaped('urn:x|')}`)).toEqual([]);
   });
 
   it('insurer (case-insensitive) and outcome (comma = OR)', async () => {
@@ -253,6 +287,18 @@ describe('CoverageEligibilityResponse search: results and paging', () => {
     expect(noTotal.entry).toHaveLength(2);
     expect(noTotal.link?.some((l) => l.relation === 'next')).toBe(true);
     expect(await ids(`${CER}?_total=accurate&outcome=partial`)).toEqual([a[2]!.id]);
+  });
+
+  it('_total=none leaves the total out even where nothing can match', async () => {
+    for (const path of [
+      `${CER}?identifier=x&_total=none`,
+      `${CER}?request=http://other.example/fhir/CoverageEligibilityRequest/x&_total=none`,
+    ]) {
+      const bundle = await search(path);
+      expect(bundle.total, path).toBeUndefined();
+      expect(bundle.entry, path).toBeUndefined();
+    }
+    expect((await search(`${CER}?identifier=x`)).total).toBe(0);
   });
 
   it("_include=CoverageEligibilityResponse:request adds each match's request", async () => {
@@ -359,6 +405,22 @@ describe('search handling: lenient by default, strict on request', () => {
     await refused(`${CER}?_elements=nothing`, '_elements');
     await refused(`${CER}?_summary=maybe`, '_summary');
     await refused(`${CER}?_summary=true&_elements=outcome`, '_elements');
+  });
+  it('more query pairs than a search takes: 400 too-costly, never a wider answer', async () => {
+    // Past 1,000 pairs the default query parser dropped the rest: patient= was lost and every
+    // check answered, even under strict handling.
+    const p2 = `patient=784-1990-0000002-2`;
+    for (const headers of [{}, { Prefer: 'handling=strict' }]) {
+      const res = await request(h.url)
+        .get(`${CER}?${'_id=&'.repeat(1000)}${p2}`)
+        .set(h.auth)
+        .set(headers);
+      expect(res.status).toBe(400);
+      expectValidFhir(res.body);
+      expect((res.body as OperationOutcome).issue[0]!.code).toBe('too-costly');
+    }
+    // Up to the limit every pair is read.
+    expect(await ids(`${CER}?${'_id=&'.repeat(99)}${p2}`)).toEqual([a[1]!.id]);
   });
 });
 

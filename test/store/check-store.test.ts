@@ -35,6 +35,8 @@ interface CheckSpec {
   tenantId?: string;
   idempotencyKey?: string | null;
   patientKey?: string | null;
+  patientValue?: string | null;
+  requestIdentifierValue?: string | null;
   payerCode?: string;
   state?: CheckState;
   outcome?: CerOutcome;
@@ -75,6 +77,10 @@ function newCheck(spec: CheckSpec = {}): NewCheck {
     payerCode: spec.payerCode ?? 'DAMAN',
     isSearchAll: false,
     patientKey: spec.patientKey === undefined ? 'urn:eid|784-1990-1234567-1' : spec.patientKey,
+    ...(spec.patientValue === undefined ? {} : { patientValue: spec.patientValue }),
+    ...(spec.requestIdentifierValue === undefined
+      ? {}
+      : { requestIdentifierValue: spec.requestIdentifierValue }),
     request,
     upstreamRequest: upstreamTaskRequest('784-1990-1234567-1', now),
     state: spec.state ?? 'waiting',
@@ -628,6 +634,44 @@ describe.each([sqliteBackend(), postgresBackend()])('CheckStore on $name', (back
     const stopped = await store.get('tenant-a', check.id);
     expect(stopped?.asyncStopped).toBe(true);
     expect(stopped?.version).toBe(1);
+  });
+
+  it('search tokens: a | inside the system or the value never matches the other split', async () => {
+    const store = await storeOn();
+    // Both keys read urn:x|b|c: system urn:x|b with value c, and system urn:x with value b|c.
+    const [x, y, z] = await insertAll(store, [
+      {
+        now: T0 + 1000,
+        patientKey: 'urn:x|b|c',
+        patientValue: 'c',
+        idempotencyKey: 'urn:x|b|c',
+        requestIdentifierValue: 'c',
+      },
+      {
+        now: T0 + 2000,
+        patientKey: 'urn:x|b|c',
+        patientValue: 'b|c',
+        idempotencyKey: 'urn:y|b|c',
+        requestIdentifierValue: 'b|c',
+      },
+      { now: T0 + 3000, patientKey: '\u{1D54F}|1', patientValue: '1' },
+    ]);
+    const ids = async (filters: Parameters<CheckStore['search']>[1]) =>
+      (await store.search('tenant-a', filters, { count: 10, offset: 0 })).checks.map((c) => c.id);
+    expect(await ids({ patient: [[{ system: 'urn:x|b', value: 'c' }]] })).toEqual([x!.id]);
+    expect(await ids({ patient: [[{ system: 'urn:x', value: 'b|c' }]] })).toEqual([y!.id]);
+    expect(await ids({ patient: [[{ system: 'urn:x|b' }]] })).toEqual([x!.id]);
+    expect(await ids({ patient: [[{ system: 'urn:x' }]] })).toEqual([y!.id]);
+    expect(await ids({ patient: [[{ value: 'c' }]] })).toEqual([x!.id]);
+    expect(await ids({ patient: [[{ value: 'b|c' }]] })).toEqual([y!.id]);
+    // A system outside the BMP: its prefix counted in characters, as SQL counts them.
+    expect(await ids({ patient: [[{ system: '\u{1D54F}' }]] })).toEqual([z!.id]);
+    expect(await ids({ requestIdentifier: [[{ system: 'urn:x|b', value: 'c' }]] })).toEqual([x!.id]);
+    expect(await ids({ requestIdentifier: [[{ system: 'urn:x', value: 'b|c' }]] })).toEqual([]);
+    expect(await ids({ requestIdentifier: [[{ system: 'urn:x|b' }]] })).toEqual([x!.id]);
+    expect(await ids({ requestIdentifier: [[{ system: 'urn:x' }]] })).toEqual([]);
+    expect(await ids({ requestIdentifier: [[{ system: 'urn:y' }]] })).toEqual([y!.id]);
+    expect(await ids({ requestIdentifier: [[{ value: 'c' }]] })).toEqual([x!.id]);
   });
 
   it('search filters, orders newest first and pages', async () => {

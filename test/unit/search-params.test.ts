@@ -39,6 +39,33 @@ describe('date ranges', () => {
     });
   });
 
+  it('take a fraction of a second at its precision, in whole ms (search.html#date)', () => {
+    const s = day + 10 * 3_600_000 + 5000; // 10:00:05Z
+    // .9: a tenth of a second, [900, 1000) ms.
+    expect(dateRange('d', '2026-11-24T10:00:05.9Z')).toEqual({ from: s + 900, before: s + 1000 });
+    expect(dateRange('d', 'eq2026-11-24T10:00:05.9Z')).toEqual({ from: s + 900, before: s + 1000 });
+    expect(dateRange('d', 'ne2026-11-24T10:00:05.9Z')).toEqual({
+      from: s + 900,
+      before: s + 1000,
+      not: true,
+    });
+    expect(dateRange('d', 'gt2026-11-24T10:00:05.9Z')).toEqual({ from: s + 1000 });
+    expect(dateRange('d', 'ge2026-11-24T10:00:05.9Z')).toEqual({ from: s + 900 });
+    expect(dateRange('d', 'lt2026-11-24T10:00:05.9Z')).toEqual({ before: s + 900 });
+    expect(dateRange('d', 'le2026-11-24T10:00:05.9Z')).toEqual({ before: s + 1000 });
+    // .98: [980, 990) ms; .980: [980, 981) ms.
+    expect(dateRange('d', '2026-11-24T10:00:05.98Z')).toEqual({ from: s + 980, before: s + 990 });
+    expect(dateRange('d', '2026-11-24T10:00:05.980Z')).toEqual({ from: s + 980, before: s + 981 });
+    // .9809: [980.9, 981.0) ms holds no whole ms: from = ceil(980.9), before = ceil(981.0).
+    expect(dateRange('d', '2026-11-24T10:00:05.9809Z')).toEqual({ from: s + 981, before: s + 981 });
+    expect(dateRange('d', 'gt2026-11-24T10:00:05.9809Z')).toEqual({ from: s + 981 });
+    expect(dateRange('d', 'lt2026-11-24T10:00:05.9809Z')).toEqual({ before: s + 981 });
+    // .9805: [980.5, 980.6) ms, none either; .98000: [980, 980.01) holds 980.
+    expect(dateRange('d', '2026-11-24T10:00:05.9805Z')).toEqual({ from: s + 981, before: s + 981 });
+    expect(dateRange('d', '2026-11-24T10:00:05.98000Z')).toEqual({ from: s + 980, before: s + 981 });
+    expect(dateRange('d', '2026-11-24T10:00:05.999999999Z')).toEqual({ from: s + 1000, before: s + 1000 });
+  });
+
   it('apply every prefix to that range', () => {
     expect(dateRange('d', 'eq2026-11-24')).toEqual({ from: day, before: nextDay });
     expect(dateRange('d', 'ne2026-11-24')).toEqual({ from: day, before: nextDay, not: true });

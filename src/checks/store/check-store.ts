@@ -84,6 +84,12 @@ export type NewCheck = Omit<
   'version' | 'leaseOwner' | 'leaseUntil' | 'createdAt' | 'updatedAt' | 'asyncStopped'
 > & {
   now: number;
+  /**
+   * The bare values of patientKey and idempotencyKey (their identifier's value), stored for search:
+   * a `|` in the system makes the key's split ambiguous. Absent: the key after its first `|`.
+   */
+  patientValue?: string | null;
+  requestIdentifierValue?: string | null;
 };
 
 /** Fields the scheduler may change. When `cer` is given the version is bumped and updatedAt set. */
@@ -263,7 +269,9 @@ export interface CheckStore {
   /**
    * Tenant-scoped search, in one query on indexed columns (plus a count when the total does not
    * ride along with the page); newest updatedAt first unless `page.sort` says otherwise, the id
-   * as the tie-break so pages neither repeat nor skip a row.
+   * as the tie-break so the order is total. Pages are offsets, read one query at a time: between
+   * two pages a new check, or (under updatedAt) a queued check updated, moves the rows after it,
+   * so a page may repeat or skip one; under createdAt only new checks (and retention's deletes) do.
    */
   search(
     tenantId: string,

@@ -93,7 +93,7 @@ export function insertValues(check: NewCheck): Record<CheckColumn, unknown> {
     payer_code: check.payerCode,
     is_search_all: check.isSearchAll,
     patient_key: check.patientKey,
-    patient_value: patientValueOf(check.patientKey),
+    patient_value: check.patientValue !== undefined ? check.patientValue : patientValueOf(check.patientKey),
     request: check.request,
     upstream_request: check.upstreamRequest,
     state: check.state,
@@ -113,7 +113,10 @@ export function insertValues(check: NewCheck): Record<CheckColumn, unknown> {
     async_stopped: false,
     created_at: check.now,
     updated_at: check.now,
-    request_identifier_value: patientValueOf(check.idempotencyKey),
+    request_identifier_value:
+      check.requestIdentifierValue !== undefined
+        ? check.requestIdentifierValue
+        : patientValueOf(check.idempotencyKey),
   };
 }
 

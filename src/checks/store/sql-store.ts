@@ -379,7 +379,7 @@ export class SqlStore implements CheckStore {
       const column = key.field === 'created' ? 'created_at' : 'updated_at';
       return `${selective ? '+' : ''}${column} ${key.descending ? 'DESC' : 'ASC'}`;
     });
-    // The id as the last key, so the order is total and paging stable.
+    // The id as the last key, so the order is total (paging by offset: see CheckStore.search).
     order.push(`id ${sort[0]!.descending ? 'DESC' : 'ASC'}`);
     const counted = page.total !== false;
     // Where the total rides along as a window count (one round trip), a page past the end has no
@@ -397,17 +397,28 @@ export class SqlStore implements CheckStore {
   }
 
   /**
-   * One token value on an identifier stored as `system|value` (keyColumn) and as its bare value
-   * (valueColumn): `value` is an indexed equality on the bare value, `system|value` and `|value`
-   * on the key; `system|` compares the key's prefix (no LIKE on user input).
+   * One token value on an identifier stored as `system|value` (keyColumn, `|` unescaped) and as its
+   * bare value (valueColumn) (search.html#token): `value` is an indexed equality on the bare value;
+   * `system|value` and `|value` the key, and the bare value too, since a `|` inside the system or
+   * the value makes the key ambiguous (system `urn:x|b`, value `c` and system `urn:x`, value `b|c`
+   * share `urn:x|b|c`); `system|` the key's prefix (no LIKE on user input) and a key exactly as
+   * long as the prefix and the bare value, so the prefix is the whole system. Lengths are counted
+   * in code points in JS, as SQL's substr and length count characters.
    */
   private token(params: Params, token: TokenValue, keyColumn: string, valueColumn: string): string {
     if (token.value === undefined) {
       const prefix = `${token.system ?? ''}|`;
-      return `substr(${keyColumn}, 1, ${prefix.length}) = ${params.add(prefix)}`;
+      const length = [...prefix].length;
+      return (
+        `(substr(${keyColumn}, 1, ${length}) = ${params.add(prefix)}` +
+        ` AND length(${keyColumn}) = ${length} + length(${valueColumn}))`
+      );
     }
     if (token.system === undefined) return `${valueColumn} = ${params.add(token.value)}`;
-    return `${keyColumn} = ${params.add(`${token.system}|${token.value}`)}`;
+    return (
+      `(${keyColumn} = ${params.add(`${token.system}|${token.value}`)}` +
+      ` AND ${valueColumn} = ${params.add(token.value)})`
+    );
   }
 
   /** A date range on an epoch-ms column: [from, before), or outside it with `not`. */

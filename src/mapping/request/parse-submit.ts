@@ -122,6 +122,8 @@ export async function parseSubmit(body: unknown, options: ParseSubmitOptions): P
     isSearchAll,
     idempotencyKey: idempotencyKeyOf(request),
     patientKey: identity.key,
+    patientValue: identity.value,
+    requestIdentifierValue: idempotencyKeyOf(request) === null ? null : list(request.identifier)[0]!.value!,
     patient: patientReference(patient, identity),
     insurer: payer.reference,
   };

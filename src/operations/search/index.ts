@@ -28,7 +28,8 @@ async function run(
   parsed: ParsedSearch,
 ): Promise<FhirAnswer> {
   const { count, offset } = parsed;
-  let total: number | undefined = 0;
+  // _total=none (search.html#total): no total, even where nothing can match.
+  let total: number | undefined = parsed.total ? 0 : undefined;
   let page: Check[] = [];
   let more = false;
   if (!parsed.matchesNothing) {
@@ -50,7 +51,9 @@ async function run(
     return `${baseUrl}/fhir/${type}?${params.toString()}`;
   };
   // Paging links (http.html#paging, search.html#count): offsets over a total order (the sort
-  // keys, then the id), so consecutive pages neither repeat nor skip a check.
+  // keys, then the id). Each page is its own query: checks written between pages shift the
+  // offsets, so a page can repeat or skip a check. Under _sort=created (ascending) only a new check
+  // does, and it lands after the pages read; under _lastUpdated a queued check moves as it updates.
   const link: BundleLink[] = [{ relation: 'self', url: url(offset) }];
   if (!parsed.countOnly) {
     if (more) link.push({ relation: 'next', url: url(offset + count) });
@@ -90,6 +93,7 @@ export function searchResponses(
     type: 'CoverageEligibilityResponse',
     include: 'CoverageEligibilityResponse:request',
     sortable: ['lastUpdated', 'created'],
+    baseUrl,
   });
   return run(req, checks, baseUrl, 'CoverageEligibilityResponse', parsed);
 }

@@ -19,7 +19,7 @@ import type {
   SearchSort,
   TokenValue,
 } from '../../checks/store/check-store.js';
-import { badRequest } from '../../fhir/outcomes.js';
+import { OperationOutcomeError, badRequest, outcome } from '../../fhir/outcomes.js';
 import { parsePrefer } from '../../fhir/prefer.js';
 import type { FhirRequest } from '../types.js';
 import { ELEMENTS } from './subset.js';
@@ -28,6 +28,11 @@ import type { Subset, SubsetType } from './subset.js';
 /** The default page size, and the most one page holds (`_count` above it is clamped: search.html#count). */
 export const DEFAULT_COUNT = 20;
 export const MAX_COUNT = 100;
+/**
+ * The most query pairs a search takes: more is refused before any work (too-costly,
+ * search.html#errors), so no parameter is ever left unread and a search never widened.
+ */
+export const MAX_PAIRS = 100;
 const MAX_OFFSET = 1_000_000;
 
 const ID = /^[A-Za-z0-9\-.]{1,64}$/;
@@ -140,12 +145,26 @@ function id(name: string, raw: string): string {
   return raw;
 }
 
-/** A reference to a CoverageEligibilityRequest: `CoverageEligibilityRequest/{id}` (relative or absolute) or the id. */
-function requestId(name: string, raw: string): string {
-  const match = /^(?:.*\/)?CoverageEligibilityRequest\/([^/]+)$/.exec(raw);
-  if (!match && raw.includes('/'))
+/**
+ * A reference to a CoverageEligibilityRequest (search.html#reference): its id,
+ * `CoverageEligibilityRequest/{id}`, or the absolute URL of one. An absolute URL is this
+ * service's request only under its base URL + `/fhir/`; a request on another server is a valid
+ * reference that no check here refers to (every check's CER refers to its own request), so it
+ * matches nothing (undefined) rather than being refused or taken for a local id.
+ */
+function requestId(name: string, raw: string, baseUrl: string | undefined): string | undefined {
+  const match = /^(?:(.*)\/)?CoverageEligibilityRequest\/([^/]+)$/.exec(raw);
+  if (!match) {
+    if (raw.includes('/'))
+      throw badRequest(`${name}: a reference to a CoverageEligibilityRequest, or its id`, name);
+    return id(name, raw);
+  }
+  const at = match[1];
+  const local = id(name, match[2]!);
+  if (at === undefined) return local;
+  if (!/^[a-z][a-z0-9+.-]*:\/\//i.test(at))
     throw badRequest(`${name}: a reference to a CoverageEligibilityRequest, or its id`, name);
-  return id(name, match ? match[1]! : raw);
+  return baseUrl !== undefined && `${at}/` === `${baseUrl.replace(/\/+$/, '')}/fhir/` ? local : undefined;
 }
 
 const DATE =
@@ -153,7 +172,8 @@ const DATE =
 
 /**
  * A date parameter as a range of the instant column (search.html#date, #prefix). The value names
- * the range of its precision, [lo, hi): a year, month, day, minute, second or millisecond; a date
+ * the range of its precision, [lo, hi): a year, month, day, minute, second or fraction of a second
+ * (its digits' precision, in whole ms: see below); a date
  * without a time is taken in UTC. The stored time is an instant t, so `eq` is lo <= t < hi,
  * `ne` its negation, `gt`/`sa` t >= hi, `lt`/`eb` t < lo, `ge` t >= lo, `le` t < hi, and `ap`
  * widens [lo, hi) by 10% of the distance between the value and now on each side, as the page
@@ -178,9 +198,26 @@ export function dateRange(name: string, raw: string, now = Date.now()): DateRang
   let hi: number;
   if (hh !== undefined) {
     if (Number(hh) > 23 || Number(mi) > 59 || (ss !== undefined && Number(ss) > 59)) throw wrong();
-    lo = Date.parse(`${y}-${mo}-${d}T${hh}:${mi}:${ss ?? '00'}${(fraction ?? '').slice(0, 4)}${zone}`);
+    lo = Date.parse(`${y}-${mo}-${d}T${hh}:${mi}:${ss ?? '00'}${zone}`);
     if (Number.isNaN(lo)) throw wrong();
-    hi = lo + (fraction !== undefined ? 1 : ss !== undefined ? 1000 : 60_000);
+    if (fraction === undefined) hi = lo + (ss !== undefined ? 1000 : 60_000);
+    else {
+      // n fraction digits name [f, f + 1) in units of 10^-n s (search.html#date: the implicit
+      // range of the value's precision). In ms: exact for n <= 3; below a millisecond the bounds
+      // are rounded up, as the stored instants are whole ms (t >= x exactly when t >= ceil(x)).
+      const digits = fraction.slice(1);
+      const f = Number(digits);
+      const n = digits.length;
+      if (n <= 3) {
+        const unit = 10 ** (3 - n);
+        hi = lo + (f + 1) * unit;
+        lo += f * unit;
+      } else {
+        const per = 10 ** (n - 3); // units per ms
+        hi = lo + Math.ceil((f + 1) / per);
+        lo += Math.ceil(f / per);
+      }
+    }
   } else if (d !== undefined) {
     lo = utc(year, month - 1, day);
     hi = utc(year, month - 1, day + 1);
@@ -218,7 +255,13 @@ function push<T>(groups: T[][] | undefined, group: T[]): T[][] {
 }
 
 /** Applies one value of a filter parameter. */
-function applyFilter(parsed: ParsedSearch, target: Target, name: string, raw: string): void {
+function applyFilter(
+  parsed: ParsedSearch,
+  target: Target,
+  name: string,
+  raw: string,
+  options: SearchOptions,
+): void {
   const f = parsed.filters;
   switch (target) {
     case 'id':
@@ -227,12 +270,15 @@ function applyFilter(parsed: ParsedSearch, target: Target, name: string, raw: st
         values(name, raw).map((v) => id(name, unescape(v))),
       );
       return;
-    case 'request':
-      f.ids = push(
-        f.ids,
-        values(name, raw).map((v) => requestId(name, unescape(v))),
-      );
+    case 'request': {
+      const ids = values(name, raw)
+        .map((v) => requestId(name, unescape(v), options.baseUrl))
+        .filter((v) => v !== undefined);
+      // Only references to other servers' requests: nothing matches this repetition (AND).
+      if (ids.length === 0) parsed.matchesNothing = true;
+      else f.ids = push(f.ids, ids);
       return;
+    }
     case 'patient':
       f.patient = push(
         f.patient,
@@ -282,12 +328,25 @@ export interface SearchOptions {
   /** The `_include` value served, if any. */
   include?: string;
   sortable: readonly SearchSort['field'][];
+  /** This service's base URL: an absolute reference is local only under `${baseUrl}/fhir/`. */
+  baseUrl?: string;
 }
 
 /**
  * Parses a search of one resource type (`options`: what it serves besides its parameters).
  */
 export function parseSearch(req: FhirRequest, table: ParamTable, options: SearchOptions): ParsedSearch {
+  let pairs = 0;
+  for (const [name, value] of Object.entries(req.query)) {
+    pairs += Array.isArray(value) ? value.length : 1;
+    if (pairs > MAX_PAIRS)
+      throw new OperationOutcomeError(
+        outcome('too-costly', `A search takes at most ${MAX_PAIRS} query parameters; ${name} is past it`, {
+          expression: [name],
+        }),
+        400,
+      );
+  }
   const strict = parsePrefer(req.prefer).handling === 'strict';
   const parsed: ParsedSearch = {
     filters: {},
@@ -313,7 +372,7 @@ export function parseSearch(req: FhirRequest, table: ParamTable, options: Search
     const target = Object.hasOwn(table, name) ? table[name] : undefined;
     if (target !== undefined) {
       for (const raw of raws) {
-        applyFilter(parsed, target, name, raw);
+        applyFilter(parsed, target, name, raw, options);
         parsed.used.append(name, raw);
       }
       continue;
