@@ -9,7 +9,9 @@ import { cpus, loadavg, totalmem } from 'node:os';
 import { promisify } from 'node:util';
 import pg from 'pg';
 import * as prettier from 'prettier';
-import { tenantAuth } from '../test/support/process.js';
+import { spawnService, tenantAuth } from '../test/support/process.js';
+import Database from 'better-sqlite3';
+import { join } from 'node:path';
 import { eligibilityRequest } from '../test/support/requests.js';
 
 export { spawnService, tenantAuth, writeTenantsFile } from '../test/support/process.js';
@@ -336,4 +338,31 @@ export function logSummary(lines: readonly string[]): Record<string, number> {
     }
   }
   return out;
+}
+
+/**
+ * One real finished check, as the service stores it: a found-eligible check run by a service on
+ * its own SQLite file in `dir`, read back as its row (the benchmarks that need a large store copy it).
+ */
+export async function seedFinishedRow(
+  dir: string,
+  env: (db: string) => Record<string, string>,
+): Promise<Record<string, unknown>> {
+  const db = join(dir, 'seed.db');
+  const service = await spawnService(env(db));
+  try {
+    const res = await fetch(`${service.url}/fhir/CoverageEligibilityRequest/$submit`, {
+      method: 'POST',
+      headers: { ...tenantAuth(0), 'Content-Type': 'application/fhir+json', Prefer: 'wait=30' },
+      body: JSON.stringify(eligibilityRequest({ emiratesId: '784-1990-0000001-1' })),
+    });
+    const cer = (await res.json()) as { outcome?: string };
+    if (cer.outcome !== 'complete') throw new Error(`seed check ended ${String(cer.outcome)}`);
+  } finally {
+    await service.stop();
+  }
+  const sqlite = new Database(db, { readonly: true });
+  const row = sqlite.prepare(`SELECT * FROM checks WHERE state = 'done'`).get() as Record<string, unknown>;
+  sqlite.close();
+  return row;
 }

@@ -19,8 +19,7 @@ import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import { openStore } from '../src/checks/store/open.js';
 import { startSandbox } from '../src/sandbox/index.js';
-import { eligibilityRequest } from '../test/support/requests.js';
-import { machine, record, spawnService, tenantAuth, writeTenantsFile } from './lib.js';
+import { machine, record, seedFinishedRow, spawnService, tenantAuth, writeTenantsFile } from './lib.js';
 
 const UPSTREAM_KEY = 'bench-upstream-key';
 const STORED = Number(process.env.BENCH_STORED ?? 100_000);
@@ -40,27 +39,6 @@ const env = (db: string) => ({
   DATABASE_URL: `sqlite:${db}`,
   LOG_LEVEL: 'info',
 });
-
-/** One real finished check, as the service stores it. */
-async function seedRow(): Promise<Record<string, unknown>> {
-  const db = join(dir, 'seed.db');
-  const service = await spawnService(env(db));
-  try {
-    const res = await fetch(`${service.url}/fhir/CoverageEligibilityRequest/$submit`, {
-      method: 'POST',
-      headers: { ...tenantAuth(0), 'Content-Type': 'application/fhir+json', Prefer: 'wait=30' },
-      body: JSON.stringify(eligibilityRequest({ emiratesId: '784-1990-0000001-1' })),
-    });
-    const cer = (await res.json()) as { outcome?: string };
-    if (cer.outcome !== 'complete') throw new Error(`seed check ended ${String(cer.outcome)}`);
-  } finally {
-    await service.stop();
-  }
-  const sqlite = new Database(db, { readonly: true });
-  const row = sqlite.prepare(`SELECT * FROM checks WHERE state = 'done'`).get() as Record<string, unknown>;
-  sqlite.close();
-  return row;
-}
 
 const patientOf = (i: number) => `784-1990-${String(1_000_000 + i).slice(1)}-${i % 10}`;
 const visitOf = (i: number) => `bench-search-${i}`;
@@ -113,7 +91,7 @@ const quantile = (sorted: number[], q: number) =>
   sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))] ?? 0;
 
 try {
-  const seeded = await seedRow();
+  const seeded = await seedFinishedRow(dir, env);
   const db = join(dir, 'adapter.db');
   const started = Date.now();
   const newest = await fill(db, seeded, STORED);

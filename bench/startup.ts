@@ -21,8 +21,15 @@ import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import { openStore } from '../src/checks/store/open.js';
 import { startSandbox } from '../src/sandbox/index.js';
-import { eligibilityRequest } from '../test/support/requests.js';
-import { cpuProfArgs, machine, record, sleep, spawnService, tenantAuth, writeTenantsFile } from './lib.js';
+import {
+  cpuProfArgs,
+  machine,
+  record,
+  seedFinishedRow,
+  sleep,
+  spawnService,
+  writeTenantsFile,
+} from './lib.js';
 
 const UPSTREAM_KEY = 'bench-upstream-key';
 const STORED = Number(process.env.BENCH_STORED ?? 100_000);
@@ -42,27 +49,6 @@ const env = (db: string) => ({
   DATABASE_URL: `sqlite:${db}`,
   LOG_LEVEL: 'info',
 });
-
-/** One real finished check, as the service stores it. */
-async function seedRow(): Promise<Record<string, unknown>> {
-  const db = join(dir, 'seed.db');
-  const service = await spawnService(env(db));
-  try {
-    const res = await fetch(`${service.url}/fhir/CoverageEligibilityRequest/$submit`, {
-      method: 'POST',
-      headers: { ...tenantAuth(0), 'Content-Type': 'application/fhir+json', Prefer: 'wait=30' },
-      body: JSON.stringify(eligibilityRequest({ emiratesId: '784-1990-0000001-1' })),
-    });
-    const cer = (await res.json()) as { outcome?: string };
-    if (cer.outcome !== 'complete') throw new Error(`seed check ended ${String(cer.outcome)}`);
-  } finally {
-    await service.stop();
-  }
-  const sqlite = new Database(db, { readonly: true });
-  const row = sqlite.prepare(`SELECT * FROM checks WHERE state = 'done'`).get() as Record<string, unknown>;
-  sqlite.close();
-  return row;
-}
 
 /** A store of `count` finished checks, copies of `row`. */
 async function fill(path: string, row: Record<string, unknown>, count: number): Promise<void> {
@@ -192,7 +178,7 @@ async function timeStartup(
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)] ?? 0;
 
 try {
-  const seeded = await seedRow();
+  const seeded = await seedFinishedRow(dir, env);
   const rowBytes = ['request', 'upstream_request', 'envelope', 'cer'].reduce(
     (n, c) => n + (typeof seeded[c] === 'string' ? Buffer.byteLength(seeded[c]) : 0),
     0,
