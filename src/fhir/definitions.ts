@@ -51,6 +51,23 @@ export function loadedDefinitions(): Definitions {
 }
 
 /**
+ * The JSON names of a type's top-level elements, a choice element once per type it allows
+ * (`serviced[x]` -> servicedDate, servicedPeriod), from the R4 definitions.
+ */
+export function topLevelElements(type: string): ReadonlySet<string> {
+  const names = new Set<string>();
+  for (const [path, element] of loadedDefinitions().elements.get(type) ?? []) {
+    const name = path.slice(type.length + 1);
+    if (!path.startsWith(`${type}.`) || name.includes('.')) continue;
+    if (!name.endsWith('[x]')) names.add(name);
+    else
+      for (const t of element.type ?? [])
+        names.add(name.slice(0, -3) + t.code.charAt(0).toUpperCase() + t.code.slice(1));
+  }
+  return names;
+}
+
+/**
  * Loads the R4 definitions once (about 1 s). Called shortly after start-up so the first request
  * does not pay for it. Only what the checks of bindings.ts read is kept (bench/README.md, figure 3: the
  * full bundles held about 80 MB of heap): base StructureDefinitions (no constraint profiles),

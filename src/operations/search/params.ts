@@ -22,7 +22,7 @@ import type {
 import { OperationOutcomeError, badRequest, outcome } from '../../fhir/outcomes.js';
 import { parsePrefer } from '../../fhir/prefer.js';
 import type { FhirRequest } from '../types.js';
-import { ELEMENTS } from './subset.js';
+import { elementsOf } from './subset.js';
 import type { Subset, SubsetType } from './subset.js';
 
 /** The default page size, and the most one page holds (`_count` above it is clamped: search.html#count). */
@@ -438,7 +438,8 @@ function applyResult(
     case '_elements': {
       if (parsed.subset) throw badRequest('Give _summary or _elements, not both', name);
       const names = raw.split(',').map((element) => element.trim());
-      const unknown = names.find((element) => !ELEMENTS[options.type].has(element));
+      const known = elementsOf(options.type);
+      const unknown = names.find((element) => !known.has(element));
       if (unknown !== undefined)
         throw badRequest(`_elements: ${options.type} has no element "${unknown.slice(0, 40)}"`, name);
       parsed.subset = { kind: 'elements', names };

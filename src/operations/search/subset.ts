@@ -6,6 +6,7 @@
  * resource; contained resources are kept when a kept element still refers to them (dom-3).
  */
 import type { Coding, FhirResource } from 'fhir/r4.js';
+import { topLevelElements } from '../../fhir/definitions.js';
 
 /** The v3 ObservationValue code a subsetted resource carries in meta.tag. */
 export const SUBSETTED: Coding = {
@@ -24,56 +25,10 @@ const MANDATORY: Record<SubsetType, readonly string[]> = {
   CoverageEligibilityRequest: ['status', 'purpose', 'patient', 'created', 'insurer'],
 };
 
-/** Every top-level element of each type (R4), for `_elements`. */
-export const ELEMENTS: Record<SubsetType, ReadonlySet<string>> = {
-  CoverageEligibilityResponse: new Set([
-    ...ALWAYS,
-    'language',
-    'text',
-    'contained',
-    'extension',
-    'modifierExtension',
-    'identifier',
-    'status',
-    'purpose',
-    'patient',
-    'servicedDate',
-    'servicedPeriod',
-    'created',
-    'requestor',
-    'request',
-    'outcome',
-    'disposition',
-    'insurer',
-    'insurance',
-    'preAuthRef',
-    'form',
-    'error',
-  ]),
-  CoverageEligibilityRequest: new Set([
-    ...ALWAYS,
-    'language',
-    'text',
-    'contained',
-    'extension',
-    'modifierExtension',
-    'identifier',
-    'status',
-    'priority',
-    'purpose',
-    'patient',
-    'servicedDate',
-    'servicedPeriod',
-    'created',
-    'enterer',
-    'provider',
-    'insurer',
-    'facility',
-    'supportingInfo',
-    'insurance',
-    'item',
-  ]),
-};
+/** Every top-level element of the type (from the R4 definitions), for `_elements`. */
+export function elementsOf(type: SubsetType): ReadonlySet<string> {
+  return new Set([...ALWAYS, ...topLevelElements(type)]);
+}
 
 /** What a subset keeps: the summary (`_summary=true`), all but text (`data`), or the elements named. */
 export type Subset = { kind: 'summary' } | { kind: 'data' } | { kind: 'elements'; names: readonly string[] };
