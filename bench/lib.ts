@@ -10,7 +10,9 @@ import { promisify } from 'node:util';
 import pg from 'pg';
 import * as prettier from 'prettier';
 import { spawnService, tenantAuth } from '../test/support/process.js';
+import { randomUUID } from 'node:crypto';
 import Database from 'better-sqlite3';
+import { openStore } from '../src/checks/store/open.js';
 import { join } from 'node:path';
 import { eligibilityRequest } from '../test/support/requests.js';
 
@@ -365,4 +367,55 @@ export async function seedFinishedRow(
   const row = sqlite.prepare(`SELECT * FROM checks WHERE state = 'done'`).get() as Record<string, unknown>;
   sqlite.close();
   return row;
+}
+
+/**
+ * Fills a new SQLite store at `path` with `count` finished checks, copies of `row` spread over the
+ * last 20 days (nothing for the 30-day retention to purge) and over `tenants` tenants, each with
+ * its own id, task id and the columns `perRow` gives it. Returns the time of the newest.
+ */
+export async function fillStore(
+  path: string,
+  row: Record<string, unknown>,
+  count: number,
+  tenants: number,
+  perRow: (i: number) => Record<string, unknown>,
+): Promise<number> {
+  const store = await openStore(`sqlite:${path}`);
+  await store.migrate();
+  await store.close();
+  const sqlite = new Database(path);
+  sqlite.pragma('journal_mode = WAL');
+  sqlite.pragma('synchronous = OFF');
+  const columns = Object.keys(row);
+  const insert = sqlite.prepare(
+    `INSERT INTO checks (${columns.join(', ')}) VALUES (${columns.map((c) => `@${c}`).join(', ')})`,
+  );
+  const oldId = String(row.id);
+  const now = Date.now();
+  const spacingMs = Math.floor((20 * 86_400_000) / count);
+  const batch = sqlite.transaction((from: number, to: number) => {
+    for (let i = from; i < to; i += 1) {
+      const id = randomUUID();
+      const swap = (value: unknown) => (typeof value === 'string' ? value.split(oldId).join(id) : value);
+      const at = now - (count - i) * spacingMs;
+      insert.run({
+        ...row,
+        ...perRow(i),
+        id,
+        tenant_id: `t${i % tenants}`,
+        upstream_task_id: randomUUID(),
+        request: swap(row.request),
+        cer: swap(row.cer),
+        created_at: at,
+        updated_at: at,
+        next_run_at: at,
+        deadline_at: at + 300_000,
+      });
+    }
+  });
+  for (let i = 0; i < count; i += 5000) batch(i, Math.min(count, i + 5000));
+  sqlite.pragma('wal_checkpoint(TRUNCATE)');
+  sqlite.close();
+  return now - spacingMs;
 }

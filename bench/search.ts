@@ -12,14 +12,19 @@
  *
  *   npx tsx bench/search.ts     (BENCH_STORED=100000 BENCH_REQUESTS=300)
  */
-import { randomUUID } from 'node:crypto';
 import { mkdtempSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import Database from 'better-sqlite3';
-import { openStore } from '../src/checks/store/open.js';
 import { startSandbox } from '../src/sandbox/index.js';
-import { machine, record, seedFinishedRow, spawnService, tenantAuth, writeTenantsFile } from './lib.js';
+import {
+  machine,
+  fillStore,
+  record,
+  seedFinishedRow,
+  spawnService,
+  tenantAuth,
+  writeTenantsFile,
+} from './lib.js';
 
 const UPSTREAM_KEY = 'bench-upstream-key';
 const STORED = Number(process.env.BENCH_STORED ?? 100_000);
@@ -43,50 +48,6 @@ const env = (db: string) => ({
 const patientOf = (i: number) => `784-1990-${String(1_000_000 + i).slice(1)}-${i % 10}`;
 const visitOf = (i: number) => `bench-search-${i}`;
 
-/** A store of `count` finished checks, copies of `row`; returns the time of the newest. */
-async function fill(path: string, row: Record<string, unknown>, count: number): Promise<number> {
-  const store = await openStore(`sqlite:${path}`);
-  await store.migrate();
-  await store.close();
-  const sqlite = new Database(path);
-  sqlite.pragma('journal_mode = WAL');
-  sqlite.pragma('synchronous = OFF');
-  const columns = Object.keys(row);
-  const insert = sqlite.prepare(
-    `INSERT INTO checks (${columns.join(', ')}) VALUES (${columns.map((c) => `@${c}`).join(', ')})`,
-  );
-  const oldId = String(row.id);
-  const now = Date.now();
-  const spacingMs = Math.floor((20 * 86_400_000) / count);
-  const batch = sqlite.transaction((from: number, to: number) => {
-    for (let i = from; i < to; i += 1) {
-      const id = randomUUID();
-      const swap = (value: unknown) => (typeof value === 'string' ? value.split(oldId).join(id) : value);
-      const at = now - (count - i) * spacingMs;
-      insert.run({
-        ...row,
-        id,
-        tenant_id: `t${i % TENANTS}`,
-        idempotency_key: `${VISIT}|${visitOf(i)}`,
-        request_identifier_value: visitOf(i),
-        patient_key: `${EID}|${patientOf(i)}`,
-        patient_value: patientOf(i),
-        upstream_task_id: randomUUID(),
-        request: swap(row.request),
-        cer: swap(row.cer),
-        created_at: at,
-        updated_at: at,
-        next_run_at: at,
-        deadline_at: at + 300_000,
-      });
-    }
-  });
-  for (let i = 0; i < count; i += 5000) batch(i, Math.min(count, i + 5000));
-  sqlite.pragma('wal_checkpoint(TRUNCATE)');
-  sqlite.close();
-  return now - spacingMs;
-}
-
 const quantile = (sorted: number[], q: number) =>
   sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))] ?? 0;
 
@@ -94,7 +55,12 @@ try {
   const seeded = await seedFinishedRow(dir, env);
   const db = join(dir, 'adapter.db');
   const started = Date.now();
-  const newest = await fill(db, seeded, STORED);
+  const newest = await fillStore(db, seeded, STORED, TENANTS, (i) => ({
+    idempotency_key: `${VISIT}|${visitOf(i)}`,
+    request_identifier_value: visitOf(i),
+    patient_key: `${EID}|${patientOf(i)}`,
+    patient_value: patientOf(i),
+  }));
   log(
     `filled ${STORED} checks in ${((Date.now() - started) / 1000).toFixed(1)} s, ${(statSync(db).size / 1e9).toFixed(2)} GB`,
   );

@@ -14,17 +14,15 @@
  *   npm run bench:startup     (BENCH_STORED=100000 BENCH_RUNS=3)
  */
 import { execFileSync, spawn } from 'node:child_process';
-import { randomUUID } from 'node:crypto';
 import { copyFileSync, mkdtempSync, statSync, symlinkSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import Database from 'better-sqlite3';
-import { openStore } from '../src/checks/store/open.js';
 import { startSandbox } from '../src/sandbox/index.js';
 import {
   cpuProfArgs,
   machine,
   record,
+  fillStore,
   seedFinishedRow,
   sleep,
   spawnService,
@@ -49,47 +47,6 @@ const env = (db: string) => ({
   DATABASE_URL: `sqlite:${db}`,
   LOG_LEVEL: 'info',
 });
-
-/** A store of `count` finished checks, copies of `row`. */
-async function fill(path: string, row: Record<string, unknown>, count: number): Promise<void> {
-  const store = await openStore(`sqlite:${path}`);
-  await store.migrate();
-  await store.close();
-  const sqlite = new Database(path);
-  sqlite.pragma('journal_mode = WAL');
-  sqlite.pragma('synchronous = OFF');
-  const columns = Object.keys(row);
-  const insert = sqlite.prepare(
-    `INSERT INTO checks (${columns.join(', ')}) VALUES (${columns.map((c) => `@${c}`).join(', ')})`,
-  );
-  const oldId = String(row.id);
-  const now = Date.now();
-  const spacingMs = Math.floor((20 * 86_400_000) / count); // the newest 20 days: nothing to purge at 30
-  const batch = sqlite.transaction((from: number, to: number) => {
-    for (let i = from; i < to; i += 1) {
-      const id = randomUUID();
-      const swap = (value: unknown) => (typeof value === 'string' ? value.split(oldId).join(id) : value);
-      const at = now - (count - i) * spacingMs;
-      insert.run({
-        ...row,
-        id,
-        tenant_id: `t${i % TENANTS}`,
-        idempotency_key: `urn:example:ehr:eligibility|bench-startup-${i}`,
-        upstream_task_id: randomUUID(),
-        request: swap(row.request),
-        cer: swap(row.cer),
-        envelope: row.envelope,
-        created_at: at,
-        updated_at: at,
-        next_run_at: at,
-        deadline_at: at + 300_000,
-      });
-    }
-  });
-  for (let i = 0; i < count; i += 5000) batch(i, Math.min(count, i + 5000));
-  sqlite.pragma('wal_checkpoint(TRUNCATE)');
-  sqlite.close();
-}
 
 /** The service compiled by tsc into a temporary directory (dist/, with mappings/ and node_modules/ linked). */
 function compile(): string {
@@ -185,7 +142,10 @@ try {
   );
   const full = join(dir, 'adapter.db');
   const fillStarted = Date.now();
-  await fill(full, seeded, STORED);
+  await fillStore(full, seeded, STORED, TENANTS, (i) => ({
+    idempotency_key: `urn:example:ehr:eligibility|bench-startup-${i}`,
+    request_identifier_value: `bench-startup-${i}`,
+  }));
   const fillSeconds = (Date.now() - fillStarted) / 1000;
   log(`filled ${STORED} checks in ${fillSeconds.toFixed(1)} s, ${(statSync(full).size / 1e9).toFixed(2)} GB`);
   const empty = join(dir, 'empty.db');
