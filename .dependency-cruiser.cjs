@@ -5,6 +5,7 @@
  *   main.ts, server.ts   composition root
  *   http/                express shell
  *   operations/          one file per FHIR interaction or operation; metrics.ts beside it
+ *   notifications/       subscription notifications: the delivery worker, the Bundles (issue 15)
  *   checks/              lifecycle, scheduler, service, store/
  *   mapping/             request/, response/, conformance/ (pure)
  *   ground               fhir/ (the FHIR kit), upstream/ (client, contract, port), config.ts, log.ts
@@ -15,6 +16,7 @@
 const ground = '^src/(fhir|upstream)/|^src/(config|log)\\.ts$';
 const mapping = '^src/mapping/';
 const checks = '^src/checks/';
+const notifications = '^src/notifications/';
 const operations = '^src/operations/|^src/metrics\\.ts$';
 const http = '^src/http/';
 const root = '^src/(main|server)\\.ts$';
@@ -33,7 +35,7 @@ module.exports = {
     forbid(
       'ground-imports-up',
       ground,
-      [mapping, checks, operations, http, root, '^src/(sandbox|admin)/'],
+      [mapping, checks, notifications, operations, http, root, '^src/(sandbox|admin)/'],
       'The FHIR kit, the upstream contract and client, config and log are the ground: they import no layer above.',
     ),
     forbid(
@@ -51,14 +53,20 @@ module.exports = {
     forbid(
       'mapping-imports-up',
       mapping,
-      [checks, operations, http, root, '^src/(sandbox|admin)/'],
+      [checks, notifications, operations, http, root, '^src/(sandbox|admin)/'],
       'Mapping is pure: FHIR <-> upstream, no store, no operation.',
     ),
     forbid(
       'checks-import-up',
       checks,
-      [operations, http, root, '^src/(sandbox|admin)/'],
+      [notifications, operations, http, root, '^src/(sandbox|admin)/'],
       'The check lifecycle knows nothing of FHIR interactions or HTTP.',
+    ),
+    forbid(
+      'notifications-import-up',
+      notifications,
+      [operations, http, root, '^src/(sandbox|admin)/'],
+      'Notifications (worker, Bundles) sit on the store: they know nothing of the FHIR routes or express.',
     ),
     forbid(
       'operations-import-up',
@@ -81,7 +89,7 @@ module.exports = {
     forbid(
       'admin-uses-the-store',
       '^src/admin/',
-      [mapping, operations, http, root, '^src/sandbox/', '^src/checks/(?!store/)'],
+      [mapping, notifications, operations, http, root, '^src/sandbox/', '^src/checks/(?!store/)'],
       'The operator command works on the store only.',
     ),
     {

@@ -19,6 +19,11 @@ export interface Tenant {
   upstream: { apiKey: string; clinicId: string; clientId: string };
   practiceId: string;
   maxInFlight: number;
+  /**
+   * URL prefixes a Subscription's channel.endpoint must start with (docs/notifications.md); absent
+   * or empty: the tenant cannot subscribe (no request goes to an address it did not register).
+   */
+  subscriptionEndpoints?: string[];
 }
 
 export interface Config {
@@ -49,6 +54,8 @@ export interface Config {
   sandboxTimeScale: number;
   /** Browser origins allowed to call the API (CORS); empty = CORS off. */
   corsOrigins: string[];
+  /** How long a failing subscription endpoint is retried before the subscription turns `error`. */
+  subscriptionRetryMinutes?: number;
 }
 
 const SANDBOX_KEY = 'sandbox';
@@ -106,6 +113,7 @@ const envSchema = z.object({
     )
     .pipe(z.array(z.string().refine(isOrigin, 'each origin must be scheme://host[:port], nothing else')))
     .default([]),
+  SUBSCRIPTION_RETRY_MINUTES: intFrom(1).default(60),
 });
 
 /** An origin as a browser sends it: http(s), a host, maybe a port; no path, query or credentials. */
@@ -134,6 +142,19 @@ const secretRef = (env: NodeJS.ProcessEnv) =>
     return resolved;
   });
 
+/**
+ * A prefix of subscription endpoints: an absolute http(s) URL without credentials, query or
+ * fragment. Compared by origin and then path (notifications/endpoints.ts), so
+ * `https://ehr.example.org` does not admit `https://ehr.example.org.evil.test`.
+ */
+const subscriptionEndpoint = z
+  .string()
+  .url('must be an absolute URL')
+  .refine((value) => {
+    const url = new URL(value);
+    return /^https?:$/.test(url.protocol) && !url.username && !url.password && !url.search && !url.hash;
+  }, 'subscriptionEndpoints entries must be http(s) URLs without credentials, query or fragment');
+
 const tenantsSchema = (env: NodeJS.ProcessEnv) =>
   z.object({
     tenants: z
@@ -150,6 +171,7 @@ const tenantsSchema = (env: NodeJS.ProcessEnv) =>
           }),
           practiceId: secretRef(env).pipe(z.string().min(1)),
           maxInFlight: z.number().int().min(1).max(1000).default(3),
+          subscriptionEndpoints: z.array(subscriptionEndpoint).max(50).optional(),
         }),
       )
       .min(1),
@@ -183,6 +205,7 @@ function loadTenants(file: string, env: NodeJS.ProcessEnv): Tenant[] {
       upstream: t.upstream,
       practiceId: t.practiceId,
       maxInFlight: t.maxInFlight,
+      ...(t.subscriptionEndpoints ? { subscriptionEndpoints: t.subscriptionEndpoints } : {}),
     };
   });
 }
@@ -237,5 +260,6 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     submitRatePerMinute: e.SUBMIT_RATE_PER_MINUTE,
     sandboxTimeScale: e.SANDBOX_TIME_SCALE,
     corsOrigins: e.CORS_ORIGINS,
+    subscriptionRetryMinutes: e.SUBSCRIPTION_RETRY_MINUTES,
   };
 }

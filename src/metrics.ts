@@ -7,6 +7,7 @@ import type { CheckStore } from './checks/store/check-store.js';
 import type { LifecycleEvent } from './checks/lifecycle.js';
 import type { UpstreamPort, UpstreamResult } from './upstream/port.js';
 import { describeFailure } from './upstream/port.js';
+import type { DeliveryMetrics } from './notifications/worker.js';
 
 export interface Metrics {
   registry: client.Registry;
@@ -14,6 +15,8 @@ export interface Metrics {
   onLifecycle: (event: LifecycleEvent) => void;
   /** Wraps the upstream port to count calls and time them by endpoint and result. */
   instrument: (upstream: UpstreamPort) => UpstreamPort;
+  /** Subscription notifications: sent, failed, retried, lag from CER final to delivery. */
+  deliveries: DeliveryMetrics;
 }
 
 /** Creates a registry whose store-backed gauges are read at scrape time. */
@@ -73,6 +76,30 @@ export function createMetrics(store: CheckStore): Metrics {
     },
   });
 
+  const notificationsSent = new client.Counter({
+    name: 'subscription_notifications_sent_total',
+    help: 'Subscription notifications the endpoint acknowledged (2xx), by type',
+    labelNames: ['type'] as const,
+    registers: [registry],
+  });
+  const notificationsFailed = new client.Counter({
+    name: 'subscription_notifications_failed_total',
+    help: 'Subscription notification attempts that failed (not 2xx, timeout, unreachable), by type',
+    labelNames: ['type'] as const,
+    registers: [registry],
+  });
+  const notificationsRetried = new client.Counter({
+    name: 'subscription_notifications_retried_total',
+    help: 'Failed subscription notifications scheduled for another attempt (backoff)',
+    registers: [registry],
+  });
+  const notificationLag = new client.Histogram({
+    name: 'subscription_notification_lag_seconds',
+    help: "From a CER's final write to the endpoint's acknowledgement of its event",
+    buckets: [0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 3600],
+    registers: [registry],
+  });
+
   const timed = async <T>(endpoint: string, call: () => Promise<UpstreamResult<T>>) => {
     const end = upstreamCalls.startTimer({ endpoint });
     const result = await call();
@@ -86,6 +113,12 @@ export function createMetrics(store: CheckStore): Metrics {
     onLifecycle(event) {
       if (event.type === 'poll') pollLag.observe(event.lateMs / 1000);
       if (event.type === 'done') finished.inc({ tenant: event.tenantId, outcome: event.outcome });
+    },
+    deliveries: {
+      sent: (type) => notificationsSent.inc({ type }),
+      failed: (type) => notificationsFailed.inc({ type }),
+      retried: () => notificationsRetried.inc(),
+      lag: (seconds) => notificationLag.observe(seconds),
     },
     instrument: (upstream) => ({
       createTask: (creds, body) => timed('create-task', () => upstream.createTask(creds, body)),

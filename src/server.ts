@@ -27,6 +27,7 @@ import { createMetrics } from './metrics.js';
 import { createFhirKitResolver } from './mapping/request/resolver.js';
 import { UpstreamClient } from './upstream/client.js';
 import { startSandbox } from './sandbox/index.js';
+import { DeliveryWorker } from './notifications/worker.js';
 
 export const VERSION = '0.1.0';
 
@@ -37,6 +38,8 @@ export interface RunningServer {
   store: CheckStore;
   scheduler: Scheduler;
   checks: CheckService;
+  /** Sends subscription notifications (docs/notifications.md). */
+  notifications: DeliveryWorker;
   upstreamUrl: string;
   stop(): Promise<void>;
 }
@@ -113,6 +116,22 @@ export async function startServer(
 
   const tenants = new Map(config.tenants.map((t) => [t.id, t]));
   const owner = overrides.owner ?? `replica-${randomUUID()}`;
+  // Subscription notifications: woken when a check turns final, so delivery follows at once.
+  const notifications = new DeliveryWorker({
+    store,
+    logger,
+    owner,
+    now,
+    fhirBase: `${baseUrl}/fhir`,
+    retryMs: (config.subscriptionRetryMinutes ?? 60) * 60_000,
+    idleMs: 500,
+    concurrency: 32,
+    metrics: metrics.deliveries,
+  });
+  const onEvent: typeof metrics.onLifecycle = (event) => {
+    metrics.onLifecycle(event);
+    if (event.type === 'done') notifications.wake();
+  };
   const scheduler = new Scheduler(
     {
       store,
@@ -127,7 +146,7 @@ export async function startServer(
       slowPollIntervalMs: Math.max(config.pollIntervalMs * 6, 30_000),
       backoffGuardMs: 15 * 60_000,
       createSlots: new Slots(10),
-      onEvent: metrics.onLifecycle,
+      onEvent,
     },
     {
       leaseMs: config.leaseMs,
@@ -165,7 +184,9 @@ export async function startServer(
         conformance: conformanceTypes(),
         documents: true,
         cors: config.corsOrigins.length > 0,
+        subscriptions: true,
       },
+      subscriptions: { store, baseUrl, now, wake: () => notifications.wake() },
       checks,
       baseUrl,
       submitRatePerMinute: config.submitRatePerMinute,
@@ -187,6 +208,7 @@ export async function startServer(
 
   server.on('request', app);
   scheduler.start();
+  notifications.start();
   // Retention: finished checks older than RETENTION_DAYS are deleted (hourly).
   const purge = () => {
     store.purgeBefore(now() - config.retentionDays * 86_400_000).then(
@@ -217,6 +239,7 @@ export async function startServer(
     store,
     scheduler,
     checks,
+    notifications,
     upstreamUrl,
     async stop() {
       clearInterval(purgeTimer);
@@ -227,6 +250,7 @@ export async function startServer(
         server.closeAllConnections();
       });
       await scheduler.stop();
+      await notifications.stop();
       await client.close();
       await sandbox?.close();
       await store.close();

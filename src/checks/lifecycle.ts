@@ -179,7 +179,9 @@ async function write(check: Check, deps: StepDeps, patch: CheckPatch, why: strin
   // The claim token (unique per scheduler round) fences a step that outlived its lease: once the
   // check was claimed again, the old step's writes are refused.
   const now = deps.now();
-  const updated = await deps.store.update(check.id, token, patch, now, check, { release });
+  // The CER's first final version: the store writes the subscriptions' events with it (outbox).
+  const final = patch.answer != null && !isAnswered(check) && (patch.outcome ?? check.outcome) !== 'queued';
+  const updated = await deps.store.update(check.id, token, patch, now, check, { release, final });
   if (!updated) {
     deps.logger.warn('lease lost; step dropped', { checkId: check.id, why });
     return null;

@@ -13,6 +13,16 @@ import { capabilityStatement, type CapabilityFeatures } from '../operations/meta
 import { readRequest, readResponse, vreadResponse, type CerCache } from '../operations/read.js';
 import { searchRequests, searchResponses } from '../operations/search/index.js';
 import { submit } from '../operations/submit.js';
+import {
+  createSubscription,
+  deleteSubscription,
+  readSubscription,
+  readTopic,
+  searchSubscriptions,
+  subscriptionEvents,
+  subscriptionStatus,
+  type SubscriptionDeps,
+} from '../operations/subscriptions.js';
 import type { SubmitDeps } from '../operations/submit.js';
 import type { FhirAnswer, FhirRequest } from '../operations/types.js';
 import { streamDocument, type DocumentProxyDeps } from './binary-route.js';
@@ -31,6 +41,8 @@ export interface FhirRouteDeps extends DocumentProxyDeps {
   version: string;
   /** Encoded CERs of recent reads. */
   cerCache: CerCache;
+  /** Subscriptions (docs/notifications.md); absent: not served. */
+  subscriptions?: SubscriptionDeps;
 }
 
 /** Builds the FhirRequest of an express request (after authentication). */
@@ -67,7 +79,15 @@ export function fhirRouter(deps: FhirRouteDeps): Router {
     });
   }
 
+  if (deps.subscriptions) {
+    // The topic is public, like the CapabilityStatement: it holds no tenant data.
+    router.get('/Basic/:id', (req, res) => {
+      sendAnswer(res, readTopic(String(req.params.id)));
+    });
+  }
+
   router.use(authenticate(deps.tenants));
+  if (deps.subscriptions) subscriptionRoutes(router, deps.subscriptions);
   router.post(
     '/CoverageEligibilityRequest/$submit',
     submitRateLimit(deps.submitRatePerMinute),
@@ -106,4 +126,36 @@ export function fhirRouter(deps: FhirRouteDeps): Router {
     operation((req) => asyncDelete(req, deps.checks)),
   );
   return router;
+}
+
+/**
+ * Subscriptions (R4 backport of topic-based subscriptions): every route in this one block, after
+ * authentication, so per-route middleware (scopes, audit) can be attached here.
+ */
+function subscriptionRoutes(router: Router, deps: SubscriptionDeps): void {
+  router.post(
+    '/Subscription',
+    fhirBody,
+    operation((req) => createSubscription(req, deps)),
+  );
+  router.get(
+    '/Subscription',
+    operation((req) => searchSubscriptions(req, deps)),
+  );
+  router.get(
+    '/Subscription/:id/$status',
+    operation((req) => subscriptionStatus(req, deps)),
+  );
+  router.get(
+    '/Subscription/:id/$events',
+    operation((req) => subscriptionEvents(req, deps)),
+  );
+  router.get(
+    '/Subscription/:id',
+    operation((req) => readSubscription(req, deps)),
+  );
+  router.delete(
+    '/Subscription/:id',
+    operation((req) => deleteSubscription(req, deps)),
+  );
 }

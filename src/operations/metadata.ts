@@ -7,6 +7,7 @@ import type {
   CapabilityStatementRestResource,
   CapabilityStatementRestResourceSearchParam,
 } from 'fhir/r4.js';
+import { ELIGIBILITY_FINAL_TOPIC } from '../checks/store/subscription-store.js';
 
 export interface CapabilityFeatures {
   /** $submit, reads, search and async status of checks are served. */
@@ -17,6 +18,52 @@ export interface CapabilityFeatures {
   documents: boolean;
   /** CORS headers are served (CORS_ORIGINS is set). */
   cors?: boolean;
+  /** Topic-based Subscriptions (R4 backport) are served (docs/notifications.md). */
+  subscriptions?: boolean;
+}
+
+/**
+ * Subscriptions as the backport IG's R4 server CapabilityStatement asks them to be declared: the
+ * topic in capabilitystatement-subscriptiontopic-canonical on the Subscription entry, the
+ * backport-subscription profile, $status and $events
+ * (https://hl7.org/fhir/uv/subscriptions-backport/STU1.1/CapabilityStatement-backport-subscription-server-r4.html).
+ */
+const BACKPORT = 'http://hl7.org/fhir/uv/subscriptions-backport';
+const SUBSCRIPTION_SERVER = `${BACKPORT}/CapabilityStatement/backport-subscription-server-r4`;
+
+function subscriptionResources(): CapabilityStatementRestResource[] {
+  return [
+    {
+      type: 'Subscription',
+      extension: [
+        {
+          url: `${BACKPORT}/StructureDefinition/capabilitystatement-subscriptiontopic-canonical`,
+          valueCanonical: ELIGIBILITY_FINAL_TOPIC,
+        },
+      ],
+      supportedProfile: [`${BACKPORT}/StructureDefinition/backport-subscription`],
+      interaction: [{ code: 'create' }, { code: 'read' }, { code: 'delete' }, { code: 'search-type' }],
+      searchParam: [
+        { name: 'status', type: 'token', documentation: 'requested | active | error | off; comma = OR' },
+      ],
+      operation: [
+        { name: 'status', definition: `${BACKPORT}/OperationDefinition/backport-subscription-status` },
+        {
+          name: 'events',
+          definition: `${BACKPORT}/OperationDefinition/backport-subscription-events`,
+          documentation: 'eventsSinceNumber and eventsUntilNumber (inclusive), at most 100 events per call',
+        },
+      ],
+      documentation:
+        "rest-hook channel, payload application/fhir+json, content id-only (default), full-resource or empty; channel.endpoint must be under one of the tenant's registered prefixes (else 422); channel.header values are sent as given and masked on read. Details: docs/notifications.md.",
+    },
+    {
+      type: 'Basic',
+      interaction: [{ code: 'read' }],
+      documentation:
+        'The subscription topic, as the backport IG represents a SubscriptionTopic in R4: Basic/eligibility-final.',
+    },
+  ];
 }
 
 const SUBMIT_DEFINITION = 'http://hl7.org/fhir/OperationDefinition/CoverageEligibilityRequest-submit';
@@ -118,6 +165,7 @@ export function capabilityStatement(
   const resource: CapabilityStatementRestResource[] = [];
   if (features.checks) resource.push(...checkResources());
   resource.push(...conformanceResources(features.conformance));
+  if (features.subscriptions) resource.push(...subscriptionResources());
   if (features.documents) {
     resource.push({
       type: 'Binary',
@@ -138,6 +186,7 @@ export function capabilityStatement(
         'FHIR R4 eligibility checks at UAE payer portals, through an asynchronous payer-portal service',
       url: `${baseUrl}/fhir`,
     },
+    ...(features.subscriptions ? { instantiates: [SUBSCRIPTION_SERVER] } : {}),
     fhirVersion: '4.0.1',
     format: ['application/fhir+json', 'json'],
     rest: [

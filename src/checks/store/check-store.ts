@@ -7,6 +7,7 @@
 import type { CheckAnswer } from '../../mapping/response/answer.js';
 import type { CoverageEligibilityRequest, CoverageEligibilityResponse } from 'fhir/r4.js';
 import type { UpstreamTaskRequest } from '../../upstream/contract.js';
+import type { SubscriptionStore } from './subscription-store.js';
 
 /**
  * Lifecycle of a check.
@@ -199,6 +200,12 @@ export interface Guard {
 export interface UpdateOptions {
   /** Drop the lease in the same write (the step ends with it). */
   release?: boolean;
+  /**
+   * The patch stores the CER's first final version (the check becomes answered): the events of the
+   * tenant's matching subscriptions are written in the same transaction (the notification outbox,
+   * docs/notifications.md). Needs `base`.
+   */
+  final?: boolean;
 }
 
 export interface ClaimOptions {
@@ -212,6 +219,8 @@ export interface ClaimOptions {
 
 export interface CheckStore {
   readonly kind: 'sqlite' | 'postgres';
+  /** FHIR Subscriptions and their events, in the same database (subscription-store.ts). */
+  readonly subscriptions: SubscriptionStore;
   /** Creates or upgrades tables. Idempotent; run at start-up. */
   migrate(): Promise<void>;
   /** Throws when the store is unreachable (for /ready). */

@@ -92,6 +92,44 @@ const MIGRATIONS: readonly Migration[] = [
     'CREATE INDEX checks_request_identifier_idx ON checks (tenant_id, request_identifier_value)',
     'CREATE INDEX checks_created_idx ON checks (tenant_id, created_at)',
   ],
+  // 8 (issue 15, notifications; docs/notifications.md): FHIR Subscriptions and their events. An
+  // event row is the outbox, written in the transaction of the CER's first final version; the
+  // delivery state (claimed with a lease) is on the subscription row. The claim index serves the
+  // delivery worker's due query, the tenant index search by status.
+  (t) => [
+    `CREATE TABLE subscriptions (
+    id TEXT PRIMARY KEY,
+    tenant_id TEXT NOT NULL,
+    topic TEXT NOT NULL,
+    status TEXT NOT NULL CHECK (status IN ('requested', 'active', 'error', 'off')),
+    resource ${t.json} NOT NULL,
+    filter ${t.json} NOT NULL,
+    events_count ${t.bigint} NOT NULL,
+    delivered_through ${t.bigint} NOT NULL,
+    handshake_due ${t.bool} NOT NULL,
+    next_attempt_at ${t.bigint} NOT NULL,
+    heartbeat_at ${t.bigint},
+    failures INTEGER NOT NULL,
+    failing_since ${t.bigint},
+    last_error TEXT,
+    end_at ${t.bigint},
+    lease_owner TEXT,
+    lease_until ${t.bigint},
+    created_at ${t.bigint} NOT NULL,
+    updated_at ${t.bigint} NOT NULL
+  )`,
+    'CREATE INDEX subscriptions_tenant_idx ON subscriptions (tenant_id, status, created_at)',
+    'CREATE INDEX subscriptions_due_idx ON subscriptions (status, next_attempt_at)',
+    `CREATE TABLE subscription_events (
+    subscription_id TEXT NOT NULL,
+    event_number ${t.bigint} NOT NULL,
+    tenant_id TEXT NOT NULL,
+    check_id TEXT NOT NULL,
+    cer_version INTEGER NOT NULL,
+    occurred_at ${t.bigint} NOT NULL,
+    PRIMARY KEY (subscription_id, event_number)
+  )`,
+  ],
 ];
 
 /** The migration after which the answers of rows finished before it are decided once. */

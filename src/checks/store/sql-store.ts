@@ -39,6 +39,8 @@ import {
 import type { CheckColumn, Row } from './rows.js';
 import type { Dialect, Result, SqlDriver, Work } from './driver.js';
 import { migration } from './schema.js';
+import { recordEvents, SqlSubscriptionStore } from './sql-subscriptions.js';
+import { ELIGIBILITY_FINAL_TOPIC } from './subscription-store.js';
 import type { StoreKind } from './driver.js';
 
 /** Collects bind parameters while a statement is built; returns their placeholders. */
@@ -69,6 +71,7 @@ function* query(sql: string, params: readonly unknown[] = []): Work<Row[]> {
 
 export class SqlStore implements CheckStore {
   readonly kind: StoreKind;
+  readonly subscriptions: SqlSubscriptionStore;
   private readonly dialect: Dialect;
   /** A `checks` row as a Check, its JSON columns read as this driver returns them. */
   private readonly toCheck: (row: Row) => Check;
@@ -78,6 +81,7 @@ export class SqlStore implements CheckStore {
     this.kind = this.dialect.types.kind;
     const { readJson } = this.dialect;
     this.toCheck = (row) => rowToCheck(row, readJson);
+    this.subscriptions = new SqlSubscriptionStore(driver);
   }
 
   migrate(): Promise<void> {
@@ -132,7 +136,32 @@ export class SqlStore implements CheckStore {
     base?: Check,
     options: UpdateOptions = {},
   ): Promise<Check | null> {
-    return this.driver.run('write', this.updating(id, owner, patch, now, base, options.release === true));
+    const work = this.updating(id, owner, patch, now, base, options.release === true);
+    if (!options.final || !base) return this.driver.run('write', work);
+    // The outbox: the events of the CER's first final version commit with it, or not at all. On
+    // SQLite a write is already atomic (a savepoint of the group commit); PostgreSQL runs its
+    // writes statement by statement, so this one takes a transaction.
+    const outbox = this.withEvents(work, base, now);
+    return this.driver.run(this.kind === 'postgres' ? 'transaction' : 'write', outbox);
+  }
+
+  /** The update, then (when it was applied) the events of the tenant's matching subscriptions. */
+  private *withEvents(update: Work<Check | null>, base: Check, now: number): Work<Check | null> {
+    const updated = yield* update;
+    if (!updated) return null;
+    yield* recordEvents(
+      this.dialect,
+      ELIGIBILITY_FINAL_TOPIC,
+      {
+        tenantId: updated.tenantId,
+        checkId: updated.id,
+        patientKey: updated.patientKey,
+        outcome: updated.outcome,
+        cerVersion: updated.version,
+      },
+      now,
+    );
+    return updated;
   }
 
   async release(id: string, owner: string): Promise<void> {
