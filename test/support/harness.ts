@@ -42,6 +42,8 @@ export interface HarnessOptions {
   corsOrigins?: string[];
   /** SOURCE_FHIR_BASE_URL: the EHR's FHIR server for literal references (none by default). */
   sourceFhirBaseUrl?: string | null;
+  /** Both tenants' subscriptionEndpoints (URL prefixes a Subscription may notify). */
+  subscriptionEndpoints?: string[];
 }
 
 export interface Harness {
@@ -75,7 +77,9 @@ export function testConfig(upstreamUrl: string, options: HarnessOptions = {}): C
     tenants: [
       tenant('clinic-a', TENANT_A_KEY, options.maxInFlight ?? 3),
       tenant('clinic-b', TENANT_B_KEY, options.maxInFlight ?? 3),
-    ],
+    ].map((t) =>
+      options.subscriptionEndpoints ? { ...t, subscriptionEndpoints: options.subscriptionEndpoints } : t,
+    ),
     sandbox: false,
     pollIntervalMs: options.pollIntervalMs ?? 50,
     submitWaitMs: options.submitWaitMs ?? 5000,
