@@ -26,6 +26,10 @@ const FIRST_BACKOFF_MS = 500;
 const BODY_LIMIT = 4096;
 /** Events sent per claim of a subscription, so one busy subscription does not hold a slot forever. */
 const EVENTS_PER_CLAIM = 200;
+/** A claim's lease: the default timeout (10 s) and a margin; renewed with each acknowledged event. */
+const CLAIM_LEASE_MS = 15_000;
+/** What a lease must cover beyond one attempt's timeout. */
+const LEASE_MARGIN_MS = 5_000;
 
 export interface DeliveryMetrics {
   sent(type: NotificationType): void;
@@ -101,8 +105,9 @@ export class DeliveryWorker {
     const claimed = await this.options.store.subscriptions.claimDue({
       owner: token,
       now: this.options.now(),
-      // Longer than a run of EVENTS_PER_CLAIM quick sends; each acknowledged send renews it.
-      leaseMs: (60 + 5) * 1000,
+      // Covers one attempt at the default timeout; deliver() extends it for longer timeouts, and
+      // each acknowledged event renews it. A replica that dies frees its subscriptions this soon.
+      leaseMs: CLAIM_LEASE_MS,
       limit: capacity,
     });
     for (const subscription of claimed) {
@@ -149,6 +154,12 @@ export class DeliveryWorker {
     const { store, now } = this.options;
     const subs = store.subscriptions;
     const channel = channelOf(subscription.resource);
+    const leaseMs = channel.timeoutSeconds * 1000 + LEASE_MARGIN_MS;
+    if (
+      leaseMs > CLAIM_LEASE_MS &&
+      !(await subs.settle(subscription.id, token, { leaseUntil: now() + leaseMs }, now()))
+    )
+      return;
     if (subscription.endAt !== null && subscription.endAt <= now()) {
       // Subscription.end: the subscription is over (https://hl7.org/fhir/R4/subscription-definitions.html#Subscription.end).
       await subs.settle(subscription.id, token, { status: 'off' }, now(), true);
@@ -198,7 +209,7 @@ export class DeliveryWorker {
             failingSince: null,
             lastError: null,
             heartbeatAt: heartbeatAfter(channel, at),
-            leaseUntil: at + 65_000,
+            leaseUntil: at + leaseMs,
           },
           at,
         );

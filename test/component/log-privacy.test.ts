@@ -13,6 +13,7 @@ import { startHarness, TENANT_A_KEY, TENANT_B_KEY, UPSTREAM_KEY } from '../suppo
 import { eligibilityRequest } from '../support/requests.js';
 import type { RequestOptions } from '../support/requests.js';
 import { until } from '../support/until.js';
+import { startReceiver } from '../support/receiver.js';
 
 const SUBMIT = '/fhir/CoverageEligibilityRequest/$submit';
 const FHIR_JSON = 'application/fhir+json';
@@ -326,5 +327,82 @@ describe('the scheduler at debug level', () => {
     const text = trail.map((line) => JSON.stringify(line)).join('\n');
     for (const value of ['784-1990-0000001-1', '784199000000011', ...NAME, ...PHONE, BIRTH_DATE])
       expect(text).not.toContain(value);
+  });
+});
+
+describe('log privacy of subscription notifications', () => {
+  it('keeps channel.header values and patient data out of every line: handshake, events, failures, refused input', async () => {
+    const receiver = await startReceiver();
+    const harness = await startHarness({ subscriptionEndpoints: [`${receiver.url}/`] });
+    try {
+      const token = 'Bearer engine-secret-token-31337';
+      const emiratesId = '784-1990-2460135-7';
+      let failEvents = 1;
+      // A refused handshake, and the first event attempt failing once.
+      receiver.answer = (r) =>
+        r.path === '/refused' ||
+        (r.path === '/hook' && JSON.stringify(r.body).includes('event-notification') && failEvents-- > 0)
+          ? 500
+          : 200;
+      const subscription = {
+        resourceType: 'Subscription',
+        status: 'requested',
+        reason: 'privacy',
+        criteria: 'http://fhir-eligibility-adapter.org/fhir/SubscriptionTopic/eligibility-final',
+        channel: {
+          type: 'rest-hook',
+          endpoint: `${receiver.url}/hook`,
+          payload: FHIR_JSON,
+          _payload: {
+            extension: [
+              {
+                url: 'http://hl7.org/fhir/uv/subscriptions-backport/StructureDefinition/backport-payload-content',
+                valueCode: 'full-resource',
+              },
+            ],
+          },
+          header: [`Authorization: ${token}`],
+        },
+      };
+      // Refused (handshake answered 500: error), then a second one that works.
+      await request(harness.url)
+        .post('/fhir/Subscription')
+        .set(harness.auth)
+        .set('Content-Type', FHIR_JSON)
+        .send(subscription);
+      await until(() => (receiver.received.length >= 1 ? true : undefined), 10_000, 'first handshake');
+      const res = await request(harness.url)
+        .post('/fhir/Subscription')
+        .set(harness.auth)
+        .set('Content-Type', FHIR_JSON)
+        .send(subscription);
+      expect(res.status).toBe(201);
+      // Malformed and reserved headers carrying secrets are refused without echoing them.
+      for (const header of [`Authorization ${token}`, `Host: ${token}`]) {
+        const refused = await request(harness.url)
+          .post('/fhir/Subscription')
+          .set(harness.auth)
+          .set('Content-Type', FHIR_JSON)
+          .send({ ...subscription, channel: { ...subscription.channel, header: [header] } });
+        expect(refused.status).toBeGreaterThanOrEqual(400);
+        expect(JSON.stringify(refused.body)).not.toContain('engine-secret-token');
+      }
+      await runToEnd(harness, { emiratesId });
+      await until(
+        () =>
+          receiver.received.some(
+            (r) => JSON.stringify(r.body).includes('event-notification') && r.headers.authorization === token,
+          )
+            ? true
+            : undefined,
+        15_000,
+        'an event delivered',
+      );
+      expect(harness.logs.some((l) => l.includes('notification failed'))).toBe(true);
+      expectNoneLogged(harness.logs, [...forbiddenValues([emiratesId]), 'engine-secret-token-31337']);
+    } finally {
+      await harness.stop();
+      await receiver.close();
+    }
   });
 });

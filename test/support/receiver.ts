@@ -20,6 +20,10 @@ export interface Receiver {
   received: Received[];
   /** The status to answer a notification with (default 200); it is recorded either way. */
   answer: (received: Received) => number;
+  /** How long each answer is held back (to see overlapping deliveries). */
+  delayMs: number;
+  /** The most notifications that were being received at once. */
+  maxConcurrent: number;
   close(): Promise<void>;
 }
 
@@ -28,9 +32,14 @@ export async function startReceiver(port = 0): Promise<Receiver> {
     url: '',
     received: [],
     answer: () => 200,
+    delayMs: 0,
+    maxConcurrent: 0,
     close: () => Promise.resolve(),
   };
+  let concurrent = 0;
   const server = createServer((req, res) => {
+    concurrent += 1;
+    receiver.maxConcurrent = Math.max(receiver.maxConcurrent, concurrent);
     const chunks: Buffer[] = [];
     req.on('data', (chunk: Buffer) => chunks.push(chunk));
     req.on('end', () => {
@@ -42,7 +51,10 @@ export async function startReceiver(port = 0): Promise<Receiver> {
       };
       receiver.received.push(received);
       res.statusCode = receiver.answer(received);
-      res.end('ok');
+      setTimeout(() => {
+        concurrent -= 1;
+        res.end('ok');
+      }, receiver.delayMs);
     });
   });
   await new Promise<void>((resolve) => server.listen(port, '127.0.0.1', resolve));
