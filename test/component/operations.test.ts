@@ -158,7 +158,7 @@ describe('operations', () => {
         expect(registered, `${r.type} search-type`).toContain(`GET /fhir/${r.type}`);
       for (const op of r.operation ?? []) {
         const route = registered.find((x) =>
-          new RegExp(`^(GET|POST) /fhir/${r.type}/\\$${op.name}$`).test(x),
+          new RegExp(`^(GET|POST) /fhir/${r.type}(/:id)?/\\$${op.name}$`).test(x),
         );
         expect(route, `${r.type} $${op.name}`).toBeDefined();
       }
@@ -179,11 +179,13 @@ describe('operations', () => {
       if (method === 'GET' && rest === ':id') expect(codes, route).toContain('read');
       else if (method === 'GET' && rest === ':id/_history/:vid') expect(codes, route).toContain('vread');
       else if (method === 'GET' && rest === undefined) expect(codes, route).toContain('search-type');
-      else if (rest?.startsWith('$'))
+      else if (method === 'POST' && rest === undefined) expect(codes, route).toContain('create');
+      else if (method === 'DELETE' && rest === ':id') expect(codes, route).toContain('delete');
+      else if (rest?.replace(/^:id\//, '').startsWith('$'))
         expect(
           (resource?.operation ?? []).map((o) => `$${o.name}`),
           route,
-        ).toContain(rest);
+        ).toContain(rest.replace(/^:id\//, ''));
       else expect.fail(`${route}: an interaction the CapabilityStatement cannot declare`);
     }
     expect(checked).toBeGreaterThanOrEqual(resources.length);
