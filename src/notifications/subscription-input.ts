@@ -21,6 +21,9 @@ export const DEFAULT_CONTENT: PayloadContent = 'id-only';
 export const DEFAULT_TIMEOUT_SECONDS = 10;
 /** The longest timeout a subscription may ask for, seconds (a delivery holds its lease that long). */
 export const MAX_TIMEOUT_SECONDS = 60;
+/** Events in one notification when backport-max-count is absent, and the most it may ask for. */
+export const DEFAULT_MAX_COUNT = 20;
+export const MAX_MAX_COUNT = 100;
 /** The shortest heartbeat period, seconds. */
 export const MIN_HEARTBEAT_SECONDS = 1;
 /** Headers the service sets itself; a subscription may not send its own. */
@@ -46,6 +49,8 @@ export interface Channel {
   content: PayloadContent;
   heartbeatSeconds: number | null;
   timeoutSeconds: number;
+  /** Most events in one notification (backport-max-count). */
+  maxCount: number;
 }
 
 export interface AcceptedSubscription {
@@ -56,7 +61,9 @@ export interface AcceptedSubscription {
 }
 
 function extension(
-  extensions: Array<{ url?: string; valueCode?: string; valueUnsignedInt?: number }> | undefined,
+  extensions:
+    | Array<{ url?: string; valueCode?: string; valueUnsignedInt?: number; valuePositiveInt?: number }>
+    | undefined,
   url: string,
 ) {
   const index = (extensions ?? []).findIndex((e) => e.url === url);
@@ -69,6 +76,7 @@ export function channelOf(resource: Subscription): Channel {
   const content = extension(channel._payload?.extension, EXT.payloadContent)?.value.valueCode;
   const heartbeat = extension(channel.extension, EXT.heartbeatPeriod)?.value.valueUnsignedInt;
   const timeout = extension(channel.extension, EXT.timeout)?.value.valueUnsignedInt;
+  const maxCount = extension(channel.extension, EXT.maxCount)?.value.valuePositiveInt;
   return {
     endpoint: channel.endpoint ?? '',
     headers: (channel.header ?? []).map((line) => {
@@ -78,6 +86,7 @@ export function channelOf(resource: Subscription): Channel {
     content: CONTENTS.find((c) => c === content) ?? DEFAULT_CONTENT,
     heartbeatSeconds: heartbeat && heartbeat > 0 ? heartbeat : null,
     timeoutSeconds: timeout && timeout > 0 ? timeout : DEFAULT_TIMEOUT_SECONDS,
+    maxCount: maxCount && maxCount > 0 ? Math.min(maxCount, MAX_MAX_COUNT) : DEFAULT_MAX_COUNT,
   };
 }
 
@@ -180,6 +189,14 @@ export function acceptSubscription(
     throw unprocessable(
       `backport-timeout must be 1 to ${MAX_TIMEOUT_SECONDS} seconds`,
       `Subscription.channel.extension[${timeout.index}]`,
+      'value',
+    );
+  const maxCount = extension(channel.extension, EXT.maxCount);
+  const maxCountValue = maxCount?.value.valuePositiveInt;
+  if (maxCount && (maxCountValue === undefined || maxCountValue > MAX_MAX_COUNT))
+    throw unprocessable(
+      `backport-max-count must be 1 to ${MAX_MAX_COUNT}`,
+      `Subscription.channel.extension[${maxCount.index}]`,
       'value',
     );
   let endAt: number | null = null;

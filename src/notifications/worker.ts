@@ -189,17 +189,25 @@ export class DeliveryWorker {
     let delivered = subscription.deliveredThrough;
     if (delivered < subscription.eventsCount) {
       const events = await subs.events(subscription.id, delivered + 1, EVENTS_PER_CLAIM);
-      for (const event of events) {
-        if (event.number !== delivered + 1) break; // never skip a number
-        const withFocus = [{ event, cer: await this.focus(subscription, channel, event) }];
+      let next = 0;
+      while (next < events.length) {
+        // The next events in order, at most backport-max-count of them in one notification (a
+        // backlog, after an outage or a burst, goes out in few requests); never a skipped number.
+        const batch: SubscriptionEvent[] = [];
+        while (batch.length < channel.maxCount && events[next]?.number === delivered + batch.length + 1)
+          batch.push(events[next++]!);
+        if (batch.length === 0) break;
+        const withFocus: EventWithFocus[] = [];
+        for (const event of batch)
+          withFocus.push({ event, cer: await this.focus(subscription, channel, event) });
         const attempt = await this.post(subscription, channel, 'event-notification', withFocus, 'active');
         if (!attempt.ok) {
           await this.failed(subscription, token, attempt.reason, 'event-notification');
           return;
         }
-        delivered = event.number;
-        this.options.metrics?.lag(Math.max(0, now() - event.occurredAt) / 1000);
+        delivered = batch[batch.length - 1]!.number;
         const at = now();
+        for (const event of batch) this.options.metrics?.lag(Math.max(0, at - event.occurredAt) / 1000);
         const kept = await subs.settle(
           subscription.id,
           token,

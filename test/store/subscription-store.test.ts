@@ -87,7 +87,7 @@ async function finishCheck(
   const done = await store.update(
     check.id,
     owner,
-    { state: 'done', cer: { ...claimed!.cer, outcome }, outcome, answer: { status: 200 } as never },
+    { state: 'done', cer: { ...claimed!.cer, outcome }, outcome, answer: { status: 200 } },
     T0 + 1000,
     claimed,
     { release: true, final: true },
@@ -273,12 +273,12 @@ describe.each([sqliteBackend(), postgresBackend()])('SubscriptionStore on $name'
     const claim = (s: CheckStore, owner: string) =>
       s.subscriptions.claimDue({ owner, now: T0, leaseMs: 30_000, limit: 10 });
     const [first, second] = await Promise.all([claim(store, 'r1:1'), claim(other, 'r2:1')]);
-    const ids = [...first!, ...second!].map((s) => s.id).sort();
+    const ids = [...first, ...second].map((s) => s.id).sort();
     expect(ids).toEqual(subs.map((s) => s.id).sort());
     // Leased: nothing more to claim until the lease ends.
     expect(await claim(store, 'r3:1')).toEqual([]);
-    const taken = first![0] ?? second![0]!;
-    const holder = first!.length > 0 ? 'r1:1' : 'r2:1';
+    const taken = first[0] ?? second[0]!;
+    const holder = first.length > 0 ? 'r1:1' : 'r2:1';
     expect(await store.subscriptions.settle(taken.id, 'someone-else', { handshakeDue: false }, T0)).toBe(
       false,
     );

@@ -12,6 +12,8 @@ export interface Received {
   path: string;
   headers: IncomingHttpHeaders;
   body: Bundle;
+  /** The status the receiver answered. */
+  status?: number;
 }
 
 export interface Receiver {
@@ -50,7 +52,8 @@ export async function startReceiver(port = 0): Promise<Receiver> {
         body: JSON.parse(Buffer.concat(chunks).toString('utf8') || '{}') as Bundle,
       };
       receiver.received.push(received);
-      res.statusCode = receiver.answer(received);
+      received.status = receiver.answer(received);
+      res.statusCode = received.status;
       setTimeout(() => {
         concurrent -= 1;
         res.end('ok');
