@@ -208,6 +208,8 @@ export class DeliveryWorker {
         delivered = batch[batch.length - 1]!.number;
         const at = now();
         for (const event of batch) this.options.metrics?.lag(Math.max(0, at - event.occurredAt) / 1000);
+        // The run's last write drops the lease with it (events that came meanwhile are claimed anew).
+        const last = next >= events.length;
         const kept = await subs.settle(
           subscription.id,
           token,
@@ -220,8 +222,9 @@ export class DeliveryWorker {
             leaseUntil: at + leaseMs,
           },
           at,
+          last,
         );
-        if (!kept) return; // the claim was lost: another replica goes on from what is recorded
+        if (!kept || last) return; // a lost claim: another replica goes on from what is recorded
       }
       await subs.settle(subscription.id, token, {}, now(), true);
       return;

@@ -235,6 +235,17 @@ describe('Subscription create and handshake', () => {
       ],
       [subscription({ path: 'bad', headers: ['no colon here'] }), 400, 'Subscription.channel.header[0]'],
       [subscription({ path: 'bad', headers: ['Host: evil.test'] }), 422, 'Subscription.channel.header[0]'],
+      [
+        {
+          ...subscription({ path: 'bad' }),
+          channel: {
+            ...subscription({ path: 'bad' }).channel,
+            extension: [{ url: `${BACKPORT}/backport-max-count`, valuePositiveInt: 500 }],
+          },
+        },
+        422,
+        'Subscription.channel.extension[0]',
+      ],
     ];
     for (const [body, status, expression] of cases) {
       const res = await request(h.url)

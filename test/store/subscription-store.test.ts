@@ -283,7 +283,13 @@ describe.each([sqliteBackend(), postgresBackend()])('SubscriptionStore on $name'
       false,
     );
     expect(
-      await store.subscriptions.settle(taken.id, holder, { status: 'active', handshakeDue: false }, T0, true),
+      await store.subscriptions.settle(
+        taken.id,
+        holder,
+        { status: 'active', handshakeDue: false, leaseUntil: T0 + 5000 },
+        T0,
+        true,
+      ),
     ).toBe(true);
     // Active, released, nothing due: not claimed again.
     expect((await claim(store, 'r4:1')).map((s) => s.id)).not.toContain(taken.id);

@@ -198,9 +198,23 @@ export class SqlSubscriptionStore implements SubscriptionStore {
     return rows.map(rowToEvent);
   }
 
-  claimDue(claim: SubscriptionClaim): Promise<StoredSubscription[]> {
-    if (claim.limit <= 0) return Promise.resolve([]);
-    return this.driver.run('transaction', this.claiming(claim));
+  async claimDue({ owner, now, leaseMs, limit }: SubscriptionClaim): Promise<StoredSubscription[]> {
+    if (limit <= 0) return [];
+    // One statement, so one round trip and atomic on both databases: PostgreSQL locks the due rows
+    // it picks (FOR UPDATE SKIP LOCKED, so a second replica's claim skips them); SQLite runs it in
+    // the group commit, one writer at a time. The outer condition is checked again on the row as
+    // committed: a row another replica claimed just before (whose lock was already gone when this
+    // statement's subquery read its older version) is left alone.
+    const rows = await this.rows(
+      `UPDATE subscriptions SET lease_owner = $3, lease_until = $4
+       WHERE id IN (SELECT id FROM subscriptions WHERE ${DUE}
+                    ORDER BY next_attempt_at, id LIMIT $5${this.dialect.lockRows})
+         AND ${DUE}
+       RETURNING *`,
+      [now, this.dialect.bool(true), owner, now + leaseMs, limit],
+      'write',
+    );
+    return rows.map(this.toSubscription);
   }
 
   async settle(
@@ -218,7 +232,8 @@ export class SqlSubscriptionStore implements SubscriptionStore {
     const sets = [`updated_at = ${add(now)}`];
     for (const [key, column] of Object.entries(DELIVERY_COLUMNS) as Array<[keyof DeliveryPatch, string]>) {
       const value = patch[key];
-      if (value === undefined) continue;
+      // A released lease has no end (and PostgreSQL refuses a column set twice).
+      if (value === undefined || (release && key === 'leaseUntil')) continue;
       sets.push(`${column} = ${add(typeof value === 'boolean' ? this.dialect.bool(value) : value)}`);
     }
     if (release) sets.push('lease_owner = NULL', 'lease_until = NULL');
@@ -258,21 +273,5 @@ export class SqlSubscriptionStore implements SubscriptionStore {
     if (!row) return false;
     yield { sql: 'DELETE FROM subscription_events WHERE subscription_id = $1', params: [id] };
     return true;
-  }
-
-  private *claiming({ owner, now, leaseMs, limit }: SubscriptionClaim): Work<StoredSubscription[]> {
-    const due = yield* query(
-      `SELECT id FROM subscriptions WHERE ${DUE} ORDER BY next_attempt_at, id LIMIT $3${this.dialect.lockRows}`,
-      [now, this.dialect.bool(true), limit],
-    );
-    const claimed: StoredSubscription[] = [];
-    for (const row of due) {
-      const [taken] = yield* query(
-        'UPDATE subscriptions SET lease_owner = $1, lease_until = $2 WHERE id = $3 RETURNING *',
-        [owner, now + leaseMs, text(row, 'id')],
-      );
-      if (taken) claimed.push(this.toSubscription(taken));
-    }
-    return claimed;
   }
 }
