@@ -96,17 +96,34 @@ export function* recordEvents(
   facts: FinalCheckFacts,
   now: number,
 ): Work<number> {
+  // In id order (PostgreSQL: locked in that order), so two transactions finishing checks of one
+  // tenant at once wait for each other instead of deadlocking.
   const subscriptions = yield* query(
     `SELECT id, filter FROM subscriptions
      WHERE tenant_id = $1 AND topic = $2 AND status IN ('requested', 'active', 'error')
        AND (end_at IS NULL OR end_at > $3)
-     ORDER BY id`,
+     ORDER BY id${dialect.types.kind === 'postgres' ? ' FOR UPDATE' : ''}`,
     [facts.tenantId, topic, now],
   );
+  const matching = subscriptions
+    .filter((row) => matchesFilter(dialect.readJson(row.filter) as EventFilter, facts))
+    .map((row) => text(row, 'id'));
+  if (matching.length === 0) return 0;
+  const values = [facts.tenantId, facts.checkId, facts.cerVersion, now];
+  if (dialect.types.kind === 'postgres') {
+    // One round trip for all of them: the transaction holds a connection of the shared pool.
+    yield {
+      sql: `WITH counted AS (
+              UPDATE subscriptions SET events_count = events_count + 1 WHERE id = ANY($1::text[])
+              RETURNING id, events_count)
+            INSERT INTO subscription_events (subscription_id, event_number, tenant_id, check_id, cer_version, occurred_at)
+            SELECT id, events_count, $2, $3, $4, $5 FROM counted`,
+      params: [matching, ...values],
+    };
+    return matching.length;
+  }
   let recorded = 0;
-  for (const row of subscriptions) {
-    if (!matchesFilter(dialect.readJson(row.filter) as EventFilter, facts)) continue;
-    const id = text(row, 'id');
+  for (const id of matching) {
     const [counted] = yield* query(
       'UPDATE subscriptions SET events_count = events_count + 1 WHERE id = $1 RETURNING events_count',
       [id],
@@ -115,7 +132,7 @@ export function* recordEvents(
     yield {
       sql: `INSERT INTO subscription_events (subscription_id, event_number, tenant_id, check_id, cer_version, occurred_at)
             VALUES ($1, $2, $3, $4, $5, $6)`,
-      params: [id, int(counted, 'events_count'), facts.tenantId, facts.checkId, facts.cerVersion, now],
+      params: [id, int(counted, 'events_count'), ...values],
     };
     recorded += 1;
   }
