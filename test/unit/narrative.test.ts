@@ -5,7 +5,7 @@
  * test/browser/app.test.ts (no XML parser is installed for Node).
  */
 import { readFileSync } from 'node:fs';
-import type { CoverageEligibilityResponse } from 'fhir/r4.js';
+import type { CoverageEligibilityResponse, DocumentReference } from 'fhir/r4.js';
 import { describe, expect, it } from 'vitest';
 import { CANONICAL_BASE } from '../../src/fhir/canonical.js';
 import {
@@ -194,9 +194,11 @@ describe('the narrative of each outcome', () => {
 
   it('documents: listed with their stable adapter links', () => {
     const cer = map('found-eligible-rich');
-    const links = (cer.contained ?? [])
-      .filter((r) => r.resourceType === 'DocumentReference' && /^(document-\d+|screenshot)$/.test(r.id ?? ''))
-      .map((r) => (r.resourceType === 'DocumentReference' ? r.content[0]?.attachment.url : ''));
+    const links = (cer.contained ?? []).flatMap((r) =>
+      r.resourceType === 'DocumentReference' && /^(document-\d+|screenshot)$/.test(r.id ?? '')
+        ? [(r as DocumentReference).content[0]?.attachment.url]
+        : [],
+    );
     expect(links.length).toBeGreaterThan(0);
     for (const url of links) expect(cer.text?.div).toContain(`href="${url}"`);
   });
