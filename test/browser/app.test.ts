@@ -1,3 +1,4 @@
+/// <reference lib="dom" />
 /**
  * The front-desk page /app/ in a real browser (Debian's Chromium through playwright-core) against
  * the running service and the sandbox upstream over real HTTP: sign in, an eligible and a
