@@ -96,6 +96,25 @@ describe('the front-desk page', () => {
     expect(new Set(ids).size).toBe(ids.length);
   });
 
+  it('shows live progress while the check is queued, reading the CER with If-None-Match', async () => {
+    const { page } = await open();
+    await signIn(page, harness.url, TENANT_A_KEY);
+    const notModified = page.waitForResponse(
+      (r) => r.status() === 304 && r.request().headers()['if-none-match'] !== undefined,
+      { timeout: 10_000 },
+    );
+    // The sandbox's slow scenario stays at the portal for a while.
+    await page.getByLabel('Emirates ID or card number').fill('784-1990-0000012-2');
+    await page.getByRole('button', { name: 'Check eligibility' }).click();
+    await page
+      .getByRole('status')
+      .filter({ hasText: /^Still checking since \d{4}-\d{2}-\d{2} / })
+      .waitFor();
+    const answer = await notModified;
+    expect(answer.url()).toMatch(/\/fhir\/CoverageEligibilityResponse\/[^/?]+$/);
+    expect(await page.getByRole('region', { name: 'Eligibility result' }).isHidden()).toBe(true);
+  });
+
   it('shows a not-eligible answer with the payer reason, and filters recent checks by outcome', async () => {
     const { page } = await open();
     await signIn(page, harness.url, TENANT_A_KEY);
