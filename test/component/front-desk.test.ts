@@ -62,7 +62,7 @@ describe('the page', () => {
     // The API keeps its own policy.
     const api = String((await request(h.url).get('/fhir/metadata')).headers['content-security-policy']);
     expect(api).toMatch(/^default-src 'none';/);
-    expect(api).not.toContain("script-src 'self'");
+    expect(api).not.toContain("connect-src 'self'");
   });
 });
 
