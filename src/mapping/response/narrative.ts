@@ -87,10 +87,16 @@ function headline(cer: CoverageEligibilityResponse): string {
   }
 }
 
-/** What the headline needs next: the reason, or what to do. The disposition says it in sentences. */
+/**
+ * What the headline needs next: the reason, or what to do, as the disposition says it. Left out
+ * for one eligible coverage: its sentences (GP rule, warnings, cards) are all shown below from the
+ * structured elements, and the narrative stays small.
+ */
 function headlineDetail(cer: CoverageEligibilityResponse): string | undefined {
-  if (cer.disposition) return cer.disposition;
-  return cer.error?.[0]?.code.text;
+  const insurance = cer.insurance ?? [];
+  if (cer.outcome === 'complete' && insurance.length === 1 && insurance[0]?.inforce === true)
+    return undefined;
+  return cer.disposition ?? cer.error?.[0]?.code.text;
 }
 
 function containedById<T extends { id?: string }>(
