@@ -3,7 +3,7 @@
  * browser tests (test/browser/support.ts: Debian's Chromium through playwright-core) against the
  * real service and the sandbox:
  *   npm run docs:screenshots
- * writes docs/front-desk-result.png (an eligible answer), docs/front-desk-mobile.png (360 px
+ * writes docs/front-desk.png (the README's), docs/front-desk-result.png (an eligible answer), docs/front-desk-mobile.png (360 px
  * wide) and docs/front-desk-operator.png (a refused payer login in the operator view).
  */
 import { fileURLToPath } from 'node:url';
@@ -24,6 +24,10 @@ async function main(): Promise<void> {
     await runCheck(desk, '784-1990-0000001-1');
     await desk.getByRole('region', { name: 'Recent checks' }).locator('li').nth(1).waitFor();
     await desk.screenshot({ path: `${DOCS}front-desk-result.png`, fullPage: true });
+    // The README's picture: the whole page with a shorter answer (a member with several cards).
+    await desk.getByLabel('Patient name (optional)').fill('Layla Mansour');
+    await runCheck(desk, '784-1990-0000009-9');
+    await desk.screenshot({ path: `${DOCS}front-desk.png`, fullPage: true });
 
     const phone = await browser.newPage({ viewport: { width: 360, height: 780 } });
     await signIn(phone, harness.url, TENANT_A_KEY);
