@@ -12,6 +12,9 @@ import type { ColumnTypes, Dialect, Statement, StoreKind, Work } from './driver.
 /** A migration: its statements, one each, for a database's column types. */
 export type Migration = (t: ColumnTypes) => readonly string[];
 
+/** The migration after which every stored CER without a narrative gets one (addNarratives). */
+const NARRATIVES: Migration = () => [];
+
 const MIGRATIONS: readonly Migration[] = [
   // 1: the checks and the payer guards. The indexes of checks serve the claim query, per-tenant
   // slot counts in arrival order, idempotency, patient search, _lastUpdated, overdue and lease views.
@@ -95,13 +98,13 @@ const MIGRATIONS: readonly Migration[] = [
   ],
   // 8 (issue 16): no schema change; every stored CER without a narrative gets one right after it
   // (addNarratives), so every CER the service serves carries `text`.
-  () => [],
+  NARRATIVES,
 ];
 
 /** The migration after which the answers of rows finished before it are decided once. */
 const ANSWER_MIGRATION = 6;
-/** The migration after which the stored CERs without a narrative get one (issue 16). */
-const NARRATIVE_MIGRATION = MIGRATIONS.length;
+/** Its number, wherever it sits in the list. */
+const NARRATIVE_MIGRATION = MIGRATIONS.indexOf(NARRATIVES) + 1;
 
 /**
  * The previous release (55c4503 and before) numbered its migrations per database, in a table
