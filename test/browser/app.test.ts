@@ -21,11 +21,18 @@ let harness: Harness;
 let browser: Browser;
 const opened: Watched[] = [];
 
+/** Why Chromium did not start: every test then fails with it (never a skip). */
+let launchError: unknown;
+
 beforeAll(async () => {
-  [harness, browser] = await Promise.all([
+  const launched = launchChromium().catch((error: unknown) => {
+    launchError = error;
+    return undefined;
+  });
+  [harness, browser] = (await Promise.all([
     startHarness({ timeScale: 0.01, pollIntervalMs: 50 }),
-    launchChromium(),
-  ]);
+    launched,
+  ])) as [Harness, Browser];
 }, 60_000);
 
 afterAll(async () => {
@@ -37,6 +44,7 @@ afterAll(async () => {
 });
 
 async function open(viewport?: { width: number; height: number }): Promise<Watched> {
+  if (launchError) throw launchError;
   const watched = await watchedPage(browser, harness.url, viewport);
   opened.push(watched);
   return watched;
@@ -224,6 +232,7 @@ describe('the narrative as XHTML', () => {
         return { file, div: cer.text?.div ?? '' };
       });
     expect(divs.length).toBeGreaterThan(10);
+    if (launchError) throw launchError;
     const page = await browser.newPage();
     const problems = await page.evaluate((list) => {
       // https://hl7.org/fhir/R4/narrative.html: txt-1 (basic XHTML only: no script, style, form,
