@@ -22,11 +22,11 @@ let browser: Browser;
 const opened: Watched[] = [];
 
 /** Why Chromium did not start: every test then fails with it (never a skip). */
-let launchError: unknown;
+let launchError: Error | undefined;
 
 beforeAll(async () => {
   const launched = launchChromium().catch((error: unknown) => {
-    launchError = error;
+    launchError = error instanceof Error ? error : new Error(String(error));
     return undefined;
   });
   [harness, browser] = (await Promise.all([
