@@ -4,7 +4,7 @@
  * key and scoped to that tenant: payers, visit types, the operator view (guards, stuck checks,
  * queues) and a guard reset. Against the running service and the sandbox over real HTTP.
  */
-import type { OperationOutcome } from 'fhir/r4.js';
+import type { CoverageEligibilityResponse, OperationOutcome } from 'fhir/r4.js';
 import request from 'supertest';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { OperatorView } from '../../src/operations/front-desk.js';
@@ -152,6 +152,73 @@ describe('/app/api/', () => {
       expect(res.status, payer).toBe(400);
       expectValidFhir(res.body);
       expect((res.body as OperationOutcome).issue[0]?.expression).toEqual(['payer']);
+    }
+  });
+});
+
+describe('the narrative over HTTP', () => {
+  /** The CER at a $submit answer's Location, read with the key. */
+  async function cerAt(location: unknown): Promise<CoverageEligibilityResponse> {
+    const read = await request(h.url)
+      .get(new URL(String(location)).pathname)
+      .set(h.auth);
+    expect(read.status).toBe(200);
+    expectValidFhir(read.body);
+    return read.body as CoverageEligibilityResponse;
+  }
+
+  const headline = (cer: CoverageEligibilityResponse) =>
+    /<p><b>([^<]+)<\/b><\/p>/.exec(cer.text?.div ?? '')?.[1];
+
+  it('every CER the service answers or stores carries it: final, error, queued, search-all', async () => {
+    const eligible = await submit(h.auth, '784-1990-0000001-1', 'DAMAN');
+    expect(eligible.status).toBe(200);
+    expectValidFhir(eligible.body);
+    expect(eligible.body.text).toMatchObject({ status: 'generated' });
+    expect(headline(eligible.body as CoverageEligibilityResponse)).toBe('Eligible');
+    expect((await cerAt(eligible.headers.location)).text).toEqual(eligible.body.text);
+
+    const notFound = await submit(h.auth, '784-1990-0000003-3', 'DAMAN');
+    expect(headline(await cerAt(notFound.headers.location))).toBe('No determination');
+
+    const queued = await request(h.url)
+      .post('/fhir/CoverageEligibilityRequest/$submit')
+      .set(h.auth)
+      .set('Prefer', 'wait=0')
+      .set('Content-Type', 'application/fhir+json')
+      .send(eligibilityRequest({ emiratesId: '784-1990-0000012-2', payer: 'THIQA' }));
+    expect(queued.body.outcome).toBe('queued');
+    expectValidFhir(queued.body);
+    expect(headline(queued.body as CoverageEligibilityResponse)).toMatch(
+      /^Still checking since \d{4}-\d{2}-\d{2} \d{2}:\d{2} UTC$/,
+    );
+
+    const all = await request(h.url)
+      .post('/fhir/CoverageEligibilityRequest/$submit')
+      .set(h.auth)
+      .set('Prefer', 'wait=20')
+      .set('Content-Type', 'application/fhir+json')
+      .send(eligibilityRequest({ emiratesId: '784-1990-0000031-1', discovery: true }));
+    const searchAll = await until(
+      async () => {
+        const cer = await cerAt(all.headers.location);
+        return cer.outcome === 'queued' ? undefined : cer;
+      },
+      20_000,
+      'the search-all to finish',
+    );
+    expect(headline(searchAll)).toBe('Eligible at 2 payers');
+
+    // _summary=text: the narrative with the mandatory elements.
+    const texts = await request(h.url)
+      .get('/fhir/CoverageEligibilityResponse?_summary=text&_count=100')
+      .set(h.auth);
+    const entries = (texts.body.entry ?? []) as { resource: CoverageEligibilityResponse }[];
+    expect(entries.length).toBeGreaterThanOrEqual(4);
+    for (const { resource } of entries) {
+      expectValidFhir(resource);
+      expect(resource.text?.status).toBe('generated');
+      expect(resource.insurance).toBeUndefined();
     }
   });
 });
