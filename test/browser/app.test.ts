@@ -187,6 +187,46 @@ describe('the front-desk page', () => {
     await page.getByRole('region', { name: 'Queues' }).waitFor();
   });
 
+  it('has readable contrast: every visible text at least 4.5:1 against its background (WCAG 2.2 AA)', async () => {
+    const { page } = await open();
+    await signIn(page, harness.url, TENANT_A_KEY);
+    await runCheck(page, '784-1990-0000002-2');
+    const lowest = () =>
+      page.evaluate(() => {
+        const rgb = (color: string) => (color.match(/[\d.]+/g) ?? []).map(Number);
+        const luminance = ([r = 0, g = 0, b = 0]: number[]) => {
+          const [R, G, B] = [r, g, b].map((v) => {
+            const c = v / 255;
+            return c <= 0.03928 ? c / 12.92 : ((c + 0.055) / 1.055) ** 2.4;
+          });
+          return 0.2126 * R! + 0.7152 * G! + 0.0722 * B!;
+        };
+        const background = (element: Element | null): number[] => {
+          for (let e = element; e; e = e.parentElement) {
+            const [r, g, b, a = 1] = rgb(getComputedStyle(e).backgroundColor);
+            if (a > 0 && r !== undefined) return [r, g ?? 0, b ?? 0];
+          }
+          return [255, 255, 255];
+        };
+        const found: { text: string; ratio: number }[] = [];
+        const walker = document.createTreeWalker(document.body, NodeFilter.SHOW_TEXT);
+        for (let node = walker.nextNode(); node; node = walker.nextNode()) {
+          const element = node.parentElement;
+          if (!element || !node.textContent?.trim() || element.getClientRects().length === 0) continue;
+          if (element.closest('[hidden], .visually-hidden')) continue;
+          const fg = luminance(rgb(getComputedStyle(element).color));
+          const bg = luminance(background(element));
+          const ratio = (Math.max(fg, bg) + 0.05) / (Math.min(fg, bg) + 0.05);
+          found.push({ text: node.textContent.trim().slice(0, 30), ratio });
+        }
+        return found.sort((a, b) => a.ratio - b.ratio)[0];
+      });
+    expect((await lowest())?.ratio).toBeGreaterThanOrEqual(4.5);
+    await page.getByRole('tab', { name: 'Operator' }).click();
+    await page.getByRole('region', { name: 'Queues' }).locator('table').waitFor();
+    expect((await lowest())?.ratio).toBeGreaterThanOrEqual(4.5);
+  });
+
   it('fits 360 px wide with no horizontal scroll, result and operator view included', async () => {
     const { page } = await open({ width: 360, height: 780 });
     await signIn(page, harness.url, TENANT_A_KEY);
