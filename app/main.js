@@ -228,13 +228,18 @@ function showDocuments(cer) {
     return el(
       'li',
       {},
-      el('button', { type: 'button', onclick: () => void openDocument(attachment.url) }, 'Open ', bdi(title)),
+      el(
+        'button',
+        { type: 'button', onclick: () => void openDocument(attachment.url, title) },
+        'Open ',
+        bdi(title),
+      ),
     );
   });
   list.append(el('h3', { text: 'Documents' }), el('ul', {}, ...items));
 }
 
-async function openDocument(url) {
+async function openDocument(url, title) {
   if (!url) return;
   const response = await fetch(pathOf(url), {
     headers: { Authorization: `Bearer ${session.key}` },
@@ -245,8 +250,12 @@ async function openDocument(url) {
     progress('The document could not be fetched from the payer portal now.');
     return;
   }
+  // Saved from a local blob: URL, so the key never leaves this page in a link.
   const blobUrl = URL.createObjectURL(await response.blob());
-  window.open(blobUrl, '_blank', 'noopener');
+  const link = el('a', { href: blobUrl, download: title });
+  document.body.append(link);
+  link.click();
+  link.remove();
   setTimeout(() => URL.revokeObjectURL(blobUrl), 60_000);
 }
 

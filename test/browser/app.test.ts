@@ -6,7 +6,7 @@
  * keyboard only, 360 px wide, no request to another host, and the key in no URL and no log line.
  * Also every narrative the mapper writes goes through Chromium's XML parser (FHIR XHTML).
  */
-import { readFileSync, readdirSync } from 'node:fs';
+import { readFileSync, readdirSync, statSync } from 'node:fs';
 import type { Browser } from 'playwright-core';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { CANONICAL_BASE } from '../../src/fhir/canonical.js';
@@ -89,6 +89,19 @@ describe('the front-desk page', () => {
     const result = page.getByRole('region', { name: 'Eligibility result' });
     expect(await result.locator('table tbody tr').count()).toBeGreaterThan(1);
     expect(await result.getByRole('button', { name: /^Open / }).count()).toBeGreaterThan(0);
+    // A document: fetched with the key through the service's stable link, saved from a blob: URL.
+    const download = page.waitForEvent('download');
+    const fetched = page.waitForResponse((r) => r.url().includes('/fhir/Binary/'));
+    await result
+      .getByRole('button', { name: /^Open / })
+      .first()
+      .click();
+    const [saved, binary] = await Promise.all([download, fetched]);
+    expect(binary.status()).toBe(200);
+    expect(binary.request().headers().authorization).toBe(`Bearer ${TENANT_A_KEY}`);
+    expect(saved.url()).toMatch(/^blob:/);
+    expect(statSync(await saved.path()).size).toBeGreaterThan(0);
+    expect(saved.suggestedFilename().length).toBeGreaterThan(0);
     // Recent checks lists it.
     const recent = page.getByRole('region', { name: 'Recent checks' });
     await expect.poll(() => recent.innerText()).toContain('Eligible');
