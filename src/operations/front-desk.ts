@@ -7,7 +7,7 @@
 import type { CheckStore } from '../checks/store/check-store.js';
 import { SLOT_STATES, guardPayer } from '../checks/store/check-store.js';
 import type { Tenant } from '../config.js';
-import { notFound } from '../fhir/outcomes.js';
+import { OperationOutcomeError, outcome } from '../fhir/outcomes.js';
 import type { Logger } from '../log.js';
 import { safeLabel } from '../log.js';
 import { knownPayers, visitTypeGroups } from '../mapping/request/tables.js';
@@ -111,5 +111,9 @@ export async function resetGuard(
     removed,
     via: 'front-desk page',
   });
-  if (!removed) throw notFound('No open guard for this payer');
+  if (!removed)
+    throw new OperationOutcomeError(
+      outcome('not-found', 'No open guard for this payer', { expression: ['payer'] }),
+      404,
+    );
 }

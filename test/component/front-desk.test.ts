@@ -136,6 +136,7 @@ describe('/app/api/', () => {
     const other = await request(h.url).post('/app/api/guards/METLIFE/reset').set(h.authB);
     expect(other.status).toBe(404);
     expectValidFhir(other.body);
+    expect((other.body as OperationOutcome).issue[0]?.expression).toEqual(['payer']);
     expect(await h.server.store.getGuard('clinic-a', 'METLIFE')).not.toBeNull();
 
     const reset = await request(h.url).post('/app/api/guards/metlife/reset').set(h.auth);
