@@ -20,6 +20,7 @@ COPY --from=deps /app/node_modules ./node_modules
 COPY --from=build /app/dist ./dist
 COPY package.json ./
 COPY mappings ./mappings
+COPY app ./app
 RUN mkdir -p /app/data && chown -R node:node /app/data
 USER node
 EXPOSE 8080

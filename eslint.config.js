@@ -31,4 +31,28 @@ export default tseslint.config(
     },
   },
   { files: ['eslint.config.js'], ...tseslint.configs.disableTypeChecked },
+  // The front-desk page (app/): plain browser ES modules, served as they are (no build step).
+  {
+    files: ['app/**/*.js'],
+    ...tseslint.configs.disableTypeChecked,
+    languageOptions: {
+      ...tseslint.configs.disableTypeChecked.languageOptions,
+      sourceType: 'module',
+      globals: Object.fromEntries(
+        [
+          'window',
+          'document',
+          'fetch',
+          'sessionStorage',
+          'crypto',
+          'URL',
+          'URLSearchParams',
+          'DOMParser',
+          'Node',
+          'setTimeout',
+          'clearTimeout',
+        ].map((name) => [name, 'readonly']),
+      ),
+    },
+  },
 );

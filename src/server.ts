@@ -20,6 +20,7 @@ import type { Express } from 'express';
 import { createApp } from './http/app.js';
 import type { ReadyReport } from './http/app.js';
 import { fhirRouter } from './http/fhir-routes.js';
+import { appPageRouter } from './http/app-page.js';
 import { FreshResults } from './operations/binary.js';
 import { CerCache } from './operations/read.js';
 import { metricsRoute } from './http/metrics-route.js';
@@ -176,6 +177,7 @@ export async function startServer(
       metrics.httpDuration.observe({ method, route, status: String(status) }, seconds),
     extraRoutes: metricsRoute(metrics, config.metricsToken),
     corsOrigins: config.corsOrigins,
+    appPage: appPageRouter({ tenants: config.tenants, store, logger, now }),
     fhir: fhirRouter({
       tenants: config.tenants,
       version: VERSION,

@@ -26,6 +26,8 @@ export interface AppDeps {
   fhir: Router;
   /** Registers routes outside /fhir that carry their own auth (e.g. /metrics). */
   extraRoutes?: (app: express.Express) => void;
+  /** The front-desk page and its JSON API, mounted at /app (src/http/app-page.ts). */
+  appPage?: Router;
   /** Browser origins allowed to call /fhir (CORS_ORIGINS); empty = no CORS headers at all. */
   corsOrigins?: readonly string[];
 }
@@ -85,6 +87,7 @@ export function createApp(deps: AppDeps): express.Express {
 
   if (deps.corsOrigins?.length) app.use('/fhir', corsFor(deps.corsOrigins));
   app.use('/fhir', deps.fhir);
+  if (deps.appPage) app.use('/app', deps.appPage);
 
   deps.extraRoutes?.(app);
   app.use(unknownRoute);

@@ -115,7 +115,7 @@ const requestSearchParams: CapabilityStatementRestResourceSearchParam[] = [
 ];
 
 const SEARCH_DOC =
-  'Search: _count (default 20, at most 100: larger values are clamped), _offset, _sort (_lastUpdated, created; - for descending; default newest _lastUpdated first), _total (none, estimate, accurate), _summary (count, true, data, false), _elements (mandatory elements always kept; tagged SUBSETTED). Unknown parameters are ignored unless Prefer: handling=strict (then 400). Details: docs/search.md.';
+  'Search: _count (default 20, at most 100: larger values are clamped), _offset, _sort (_lastUpdated, created; - for descending; default newest _lastUpdated first), _total (none, estimate, accurate), _summary (count, true, text, data, false), _elements (mandatory elements always kept; tagged SUBSETTED). Unknown parameters are ignored unless Prefer: handling=strict (then 400). Details: docs/search.md.';
 
 function checkResources(): CapabilityStatementRestResource[] {
   return [

@@ -18,7 +18,8 @@ export const taskRequestSchema = z
     tpa_name: z.string().min(1),
     payerName: z.string(),
     visit_type: z.string().min(1),
-    name: z.string().min(1),
+    // May be empty, as payerName: a check by Emirates ID or card number needs no name (the front-desk page sends one only when typed).
+    name: z.string(),
     doctorName: z.string(),
     doctorId: z.string().optional(),
     user_id: z.string().min(1),

@@ -328,6 +328,22 @@ describe('the scheduler at debug level', () => {
     for (const value of ['784-1990-0000001-1', '784199000000011', ...NAME, ...PHONE, BIRTH_DATE])
       expect(text).not.toContain(value);
   });
+  it("the front-desk page's API (sign-in probe, operator view, a guard reset) logs no key and no patient data", async () => {
+    const emiratesId = '784-1990-0000004-4';
+    await runToEnd(h, { emiratesId, payer: 'ADNIC' });
+    await request(h.url).get('/app/api/payers').set('Authorization', 'Bearer wrong-key-typed-at-the-desk');
+    for (const path of ['/app/api/payers', '/app/api/visit-types', '/app/api/operator'])
+      expect((await request(h.url).get(path).set(h.auth)).status).toBe(200);
+    expect((await request(h.url).post('/app/api/guards/ADNIC/reset').set(h.auth)).status).toBe(204);
+    const audit = await until(
+      () => h.logs.find((l) => l.includes('audit: payer guard reset') && l.includes('ADNIC')),
+      5000,
+      'the audit line of the reset',
+    );
+    expect(JSON.parse(audit)).toMatchObject({ tenantId: 'clinic-a', payerCode: 'ADNIC', removed: true });
+    expect(requestLines(h.logs).some((l) => l.route === '/app/api/guards/:payer/reset')).toBe(true);
+    expectNoneLogged(h.logs, [...forbiddenValues([emiratesId]), 'wrong-key-typed-at-the-desk']);
+  });
 });
 
 describe('log privacy of subscription notifications', () => {

@@ -44,8 +44,9 @@ function registeredRoutes(app: Express): string[] {
         for (const method of Object.keys(layer.route.methods))
           out.push(`${method.toUpperCase()} ${prefix}${layer.route.path}`);
       } else if (layer.handle?.stack) {
-        const mount = ['/fhir'].find((p) => layer.match?.(`${p}/probe`)) ?? '';
-        walk(layer.handle.stack, mount);
+        // Routers mounted at /fhir, /app, and /api inside /app (the front-desk page's API).
+        const mount = ['/fhir', '/app', '/api'].find((p) => layer.match?.(`${p}/probe`)) ?? '';
+        walk(layer.handle.stack, `${prefix}${mount}`);
       }
     }
   };

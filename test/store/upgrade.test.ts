@@ -200,7 +200,8 @@ describe.each([sqliteBackend(), postgresBackend()])('a $name database of the pre
       upstreamTaskId: 'task-1',
       upstreamStatus: 'COMPLETED',
       envelope: { task_id: 'task-1', status: 'COMPLETED', nested: { list: [1, 'two'] } },
-      version: 3,
+      // Version 4: the narrative migration (issue 16) made the stored CER a new version.
+      version: 4,
       outcome: 'complete',
       leaseOwner: null,
       createdAt: T0,
@@ -209,8 +210,13 @@ describe.each([sqliteBackend(), postgresBackend()])('a $name database of the pre
     expect(done?.cer).toMatchObject({
       outcome: 'complete',
       disposition: 'eligible',
-      meta: { versionId: '3', lastUpdated: new Date(T0 + 30).toISOString() },
+      meta: { versionId: '4', lastUpdated: new Date(T0 + 30).toISOString() },
+      text: { status: 'generated' },
     });
+    // Every stored CER got its narrative, once, from its structured elements.
+    expect(done?.cer.text?.div).toMatch(
+      /^<div xmlns="http:\/\/www.w3.org\/1999\/xhtml"><p><b>.+<\/b><\/p><p>eligible<\/p>/,
+    );
     expect(done?.request).toMatchObject({ resourceType: 'CoverageEligibilityRequest', id: DONE });
     expect(done?.upstreamRequest).toMatchObject({ tpa_name: 'DAMAN', emirates_id: '784-1990-1234567-1' });
     expect(await store.get('tenant-a', POLLING)).toMatchObject({
@@ -219,7 +225,8 @@ describe.each([sqliteBackend(), postgresBackend()])('a $name database of the pre
       nextRunAt: T0 + 5_000,
       leaseOwner: 'replica-a:1',
       leaseUntil: T0 + 60_010,
-      version: 1,
+      version: 2,
+      cer: { text: { status: 'generated' } },
     });
     expect(await store.get('tenant-a', WAITING)).toMatchObject({ state: 'waiting', idempotencyKey: null });
     // The answers: decided once by the upgrade for the finished check, none for those still running.
@@ -227,7 +234,7 @@ describe.each([sqliteBackend(), postgresBackend()])('a $name database of the pre
     expect((await store.get('tenant-a', POLLING))?.answer).toBeNull();
     expect((await store.get('tenant-a', WAITING))?.answer).toBeNull();
     expect(JSON.parse((await store.getCerJson('tenant-a', DONE))?.json ?? '{}')).toEqual(done?.cer);
-    expect(await store.getCerVersion('tenant-a', DONE)).toEqual({ version: 3, updatedAt: T0 + 30 });
+    expect(await store.getCerVersion('tenant-a', DONE)).toEqual({ version: 4, updatedAt: T0 + 30 });
     // Migration 7 filled the request identifier's bare value of the rows already stored.
     const byIdentifier = await store.search(
       'tenant-a',
@@ -269,7 +276,7 @@ describe.each([sqliteBackend(), postgresBackend()])('a $name database of the pre
       polling,
       { release: true },
     );
-    expect(finished).toMatchObject({ state: 'done', version: 2, leaseOwner: null });
+    expect(finished).toMatchObject({ state: 'done', version: 3, leaseOwner: null });
     expect(await store.get('tenant-a', POLLING)).toEqual(finished);
     expect(await store.purgeBefore(T0 + 50)).toBe(1); // the old done check (updated at T0 + 30)
     expect(await store.deleteGuard('tenant-a', 'AXA')).toBe(true);

@@ -130,9 +130,11 @@ describe('parseSearch', () => {
   });
 
   it('clamps _count, and leaves what it ignores out of the self link', () => {
-    const parsed = parse({ _count: '100000000', foo: 'bar', patient: '1', _summary: 'text' });
+    const parsed = parse({ _count: '100000000', foo: 'bar', patient: '1', _revinclude: 'Task:focus' });
     expect(parsed.count).toBe(100);
     expect(parsed.used.toString()).toBe('patient=1');
+    // _summary=text is served (every CER has a narrative): kept in the self link.
+    expect(parse({ patient: '1', _summary: 'text' }).used.toString()).toBe('patient=1&_summary=text');
     expect(() => parse({ foo: 'bar' }, 'handling=strict')).toThrow();
     expect(parse({ identifier: 'x' }).matchesNothing).toBe(true);
     // Keys of Object.prototype are no parameters.

@@ -5,11 +5,15 @@
  */
 import type { CoverageEligibilityResponse } from 'fhir/r4.js';
 import { decideAnswer } from '../../mapping/response/answer.js';
+import { withNarrative } from '../../mapping/response/narrative.js';
 import { bool, int, text } from './rows.js';
 import type { ColumnTypes, Dialect, Statement, StoreKind, Work } from './driver.js';
 
 /** A migration: its statements, one each, for a database's column types. */
 export type Migration = (t: ColumnTypes) => readonly string[];
+
+/** The migration after which every stored CER without a narrative gets one (addNarratives). */
+const NARRATIVES: Migration = () => [];
 
 const MIGRATIONS: readonly Migration[] = [
   // 1: the checks and the payer guards. The indexes of checks serve the claim query, per-tenant
@@ -130,10 +134,15 @@ const MIGRATIONS: readonly Migration[] = [
     PRIMARY KEY (subscription_id, event_number)
   )`,
   ],
+  // 9 (issue 16): no schema change; every stored CER without a narrative gets one right after it
+  // (addNarratives), so every CER the service serves carries `text`.
+  NARRATIVES,
 ];
 
 /** The migration after which the answers of rows finished before it are decided once. */
 const ANSWER_MIGRATION = 6;
+/** Its number, wherever it sits in the list. */
+const NARRATIVE_MIGRATION = MIGRATIONS.indexOf(NARRATIVES) + 1;
 
 /**
  * The previous release (55c4503 and before) numbered its migrations per database, in a table
@@ -173,6 +182,7 @@ export function* migration(dialect: Dialect): Work<void> {
     if (applied.has(index + 1)) continue;
     for (const sql of statements(types)) yield run(sql);
     if (index + 1 === ANSWER_MIGRATION) yield* decideAnswers(dialect);
+    if (index + 1 === NARRATIVE_MIGRATION) yield* addNarratives(dialect);
     yield record(index + 1);
   }
 }
@@ -193,6 +203,25 @@ function* decideAnswers(dialect: Dialect): Work<void> {
     yield {
       sql: `UPDATE checks SET answer = ${dialect.json('$1')} WHERE id = $2`,
       params: [JSON.stringify(answer), text(row, 'id')],
+    };
+  }
+}
+
+/**
+ * The narrative of every CER stored before narratives existed, built by the same function the
+ * mapper uses, in the migration's transaction. A changed CER is a new version (meta.versionId and
+ * the version column move on together), so a client's ETag of the old one no longer matches.
+ */
+function* addNarratives(dialect: Dialect): Work<void> {
+  const { rows } = yield { sql: 'SELECT id, cer, version FROM checks', params: [] };
+  for (const row of rows) {
+    const cer = dialect.readJson(row.cer) as CoverageEligibilityResponse;
+    if (cer.text) continue;
+    const version = int(row, 'version') + 1;
+    const updated = withNarrative({ ...cer, meta: { ...cer.meta, versionId: String(version) } });
+    yield {
+      sql: `UPDATE checks SET cer = ${dialect.json('$1')}, version = $2 WHERE id = $3`,
+      params: [JSON.stringify(updated), version, text(row, 'id')],
     };
   }
 }

@@ -106,6 +106,11 @@ export function payerDisplay(code: string): string | undefined {
   return payerDisplayByCode.get(code.toUpperCase());
 }
 
+/** The payers known by name (mappings/payers.json), in the table's order: the front-desk page's list. */
+export function knownPayers(): readonly { code: string; display: string }[] {
+  return payers.payers;
+}
+
 /** True when values of this Identifier.system are payer codes (mappings/payers.json). */
 export function isPayerCodeSystem(system: string | undefined): boolean {
   return system !== undefined && payerCodeSystems.has(system);

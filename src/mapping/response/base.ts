@@ -13,6 +13,7 @@ import type { CerContext } from '../types.js';
 import type { Envelope, WarningEntry } from '../../upstream/contract.js';
 import { OUTCOME_SYSTEM, complexExtension, fhirText, stringPart } from './codes.js';
 import { messageTypeOf } from './extensions.js';
+import { narrativeOf } from './narrative.js';
 import { upstreamError } from './outcome-rules.js';
 
 export type CerOutcome = CoverageEligibilityResponse['outcome'];
@@ -56,7 +57,10 @@ export function warningSentences(warnings: WarningEntry[]): string[] {
   });
 }
 
-/** A CER with the shared elements; `extra` (extension, contained, insurance, error) fills the rest. */
+/**
+ * A CER with the shared elements; `extra` (extension, contained, insurance, error) fills the rest.
+ * Every CER gets its narrative here, from its own structured elements (narrative.ts).
+ */
 export function baseCer(
   ctx: CerContext,
   outcome: CerOutcome,
@@ -82,7 +86,9 @@ export function baseCer(
     ...(extra.insurance?.length ? { insurance: extra.insurance } : {}),
     ...(extra.error?.length ? { error: extra.error } : {}),
   };
-  return cer;
+  // R4 element order: text right after id.
+  const { resourceType, id, ...rest } = cer;
+  return { resourceType, id, text: narrativeOf(cer), ...rest };
 }
 
 /** CER.error with a code of the service's outcome CodeSystem (adapter-errors.json shares it). */

@@ -430,8 +430,7 @@ function applyResult(
       if (raw === 'count') parsed.countOnly = true;
       else if (raw === 'true') parsed.subset = { kind: 'summary' };
       else if (raw === 'data') parsed.subset = { kind: 'data' };
-      else if (raw === 'text')
-        return unsupported(name, '_summary=text is not supported (the resources have no narrative)');
+      else if (raw === 'text') parsed.subset = { kind: 'text' };
       else if (raw !== 'false') throw badRequest('_summary is one of true, text, data, count, false', name);
       used.set(name, raw);
       return;

@@ -30,14 +30,20 @@ export function elementsOf(type: SubsetType): ReadonlySet<string> {
   return new Set([...ALWAYS, ...topLevelElements(type)]);
 }
 
-/** What a subset keeps: the summary (`_summary=true`), all but text (`data`), or the elements named. */
-export type Subset = { kind: 'summary' } | { kind: 'data' } | { kind: 'elements'; names: readonly string[] };
+/**
+ * What a subset keeps: the summary (`_summary=true`), all but text (`data`), the narrative with the
+ * mandatory elements (`text`: every CER carries one), or the elements named.
+ */
+export type Subset =
+  { kind: 'summary' } | { kind: 'data' } | { kind: 'text' } | { kind: 'elements'; names: readonly string[] };
 
 /** The names a subset keeps of a resource of this type. */
 function kept(type: SubsetType, subset: Subset, resource: Record<string, unknown>): Set<string> {
   if (subset.kind === 'data') return new Set(Object.keys(resource).filter((key) => key !== 'text'));
   const names = new Set([...ALWAYS, ...MANDATORY[type]]);
   if (subset.kind === 'elements') for (const name of subset.names) names.add(name);
+  // search.html#summary: `text` returns "only the text, id, meta, and top-level mandatory elements".
+  if (subset.kind === 'text') names.add('text');
   return names;
 }
 

@@ -1,0 +1,480 @@
+/**
+ * The front-desk page: sign in with the tenant's key, run a check and follow it to its answer,
+ * recent checks, and the operator view. Plain ES modules on this service's own FHIR API and
+ * /app/api/ (docs/front-desk.md); nothing is loaded from anywhere else.
+ */
+import { call, outcomeText, pathOf, session } from './api.js';
+import { headlineOf, showNarrative } from './narrative.js';
+
+const $ = (id) => document.getElementById(id);
+const V2_0203 = 'http://terminology.hl7.org/CodeSystem/v2-0203';
+const REQUEST_SYSTEM = 'urn:fhir-eligibility-adapter:front-desk';
+const EMIRATES_ID = /^784-?\d{4}-?\d{7}-?\d$/;
+const POLL_MS = 1000;
+
+/** A new request identifier (crypto.randomUUID needs a secure context; this does not). */
+function newIdentifier() {
+  const bytes = crypto.getRandomValues(new Uint8Array(16));
+  return Array.from(bytes, (b) => b.toString(16).padStart(2, '0')).join('');
+}
+
+function el(tag, props = {}, ...children) {
+  const element = document.createElement(tag);
+  for (const [name, value] of Object.entries(props)) {
+    if (name === 'text') element.textContent = value;
+    else if (name.startsWith('on')) element.addEventListener(name.slice(2), value);
+    else element.setAttribute(name, value);
+  }
+  element.append(...children);
+  return element;
+}
+
+/** A name or text that may be Arabic, isolated so it reads right-to-left inside this page. */
+const bdi = (text) => el('bdi', { text: text ?? '' });
+
+function when(iso) {
+  if (!iso) return '';
+  const match = /^(\d{4}-\d{2}-\d{2})T(\d{2}:\d{2})/.exec(iso);
+  return match ? `${match[1]} ${match[2]} UTC` : iso;
+}
+
+// ---------------------------------------------------------------- sign in and tabs
+
+async function signIn(key) {
+  const payers = await call('/app/api/payers', { key });
+  if (payers.status === 401) return 'This API key is not valid.';
+  if (payers.status !== 200) return outcomeText(payers.json, payers.status);
+  const visitTypes = await call('/app/api/visit-types', { key });
+  if (visitTypes.status !== 200) return outcomeText(visitTypes.json, visitTypes.status);
+  session.key = key;
+  fillSelect(
+    $('payer'),
+    payers.json.payers.map((p) => ({ value: p.code, label: p.display })),
+  );
+  fillSelect(
+    $('visit-type'),
+    visitTypes.json.visitTypes.map((v) => ({ value: `${v.system}|${v.code}`, label: v.display })),
+  );
+  $('sign-in').hidden = true;
+  $('workspace').hidden = false;
+  $('sign-out').hidden = false;
+  selectTab('desk');
+  $('patient-id').focus();
+  void loadRecent();
+  return null;
+}
+
+function fillSelect(select, options) {
+  select.replaceChildren(...options.map((o) => el('option', { value: o.value }, o.label)));
+}
+
+function signOut() {
+  session.key = null;
+  stopPolling();
+  $('workspace').hidden = true;
+  $('sign-out').hidden = true;
+  $('sign-in').hidden = false;
+  $('result').hidden = true;
+  $('progress').textContent = '';
+  $('api-key').value = '';
+  $('api-key').focus();
+}
+
+function selectTab(name) {
+  for (const [tab, panel] of [
+    ['tab-desk', 'desk'],
+    ['tab-operator', 'operator'],
+  ]) {
+    const selected = panel === name;
+    $(tab).setAttribute('aria-selected', String(selected));
+    $(tab).tabIndex = selected ? 0 : -1;
+    $(panel).hidden = !selected;
+  }
+  if (name === 'operator') void loadOperator();
+}
+
+function tabKeys(event) {
+  if (event.key !== 'ArrowLeft' && event.key !== 'ArrowRight') return;
+  const next = event.currentTarget.id === 'tab-desk' ? 'operator' : 'desk';
+  selectTab(next);
+  $(`tab-${next === 'desk' ? 'desk' : 'operator'}`).focus();
+}
+
+// ---------------------------------------------------------------- a check
+
+let polling = null;
+let lastCheck = null;
+let shownId = null;
+
+function stopPolling() {
+  if (polling) clearTimeout(polling.timer);
+  polling = null;
+}
+
+function requestBody({ patientId, patientName, payerCode, payerName, visitType }) {
+  const [system, code] = visitType.split('|');
+  const isEmiratesId = EMIRATES_ID.test(patientId);
+  return {
+    resourceType: 'CoverageEligibilityRequest',
+    identifier: [{ system: REQUEST_SYSTEM, value: newIdentifier() }],
+    status: 'active',
+    purpose: ['benefits', 'validation'],
+    created: new Date().toISOString().slice(0, 10),
+    patient: { reference: '#patient' },
+    insurer: { reference: '#payer' },
+    item: [{ category: { coding: [{ system, code }] } }],
+    contained: [
+      {
+        resourceType: 'Patient',
+        id: 'patient',
+        identifier: [
+          {
+            type: { coding: [{ system: V2_0203, code: isEmiratesId ? 'NI' : 'MB' }] },
+            value: patientId,
+          },
+        ],
+        ...(patientName ? { name: [{ text: patientName }] } : {}),
+      },
+      {
+        resourceType: 'Organization',
+        id: 'payer',
+        identifier: [{ type: { coding: [{ system: V2_0203, code: 'NIIP' }] }, value: payerCode }],
+        name: payerName,
+      },
+    ],
+  };
+}
+
+function progress(text) {
+  $('progress').textContent = text;
+}
+
+/** Runs a check: $submit, then the CER read with If-None-Match until it is no longer queued. */
+async function runCheck(check, { fresh = false } = {}) {
+  stopPolling();
+  $('result').hidden = true;
+  progress('Sending the check to the payer portal…');
+  const answer = await call('/fhir/CoverageEligibilityRequest/$submit', {
+    method: 'POST',
+    body: requestBody(check),
+    // Check again: a new portal session, never a reused recent answer.
+    headers: { Prefer: 'wait=1', ...(fresh ? { 'Cache-Control': 'no-cache' } : {}) },
+  });
+  if (answer.status === 401) return signOut();
+  const location = answer.headers.get('location');
+  if (!location) {
+    progress(`The check was not sent: ${outcomeText(answer.json, answer.status)}`);
+    return;
+  }
+  const path = pathOf(location);
+  lastCheck = { ...check, id: decodeURIComponent(path.split('/').pop() ?? '') };
+  if (answer.json?.resourceType === 'CoverageEligibilityResponse') {
+    show(answer.json, answer.headers.get('etag'), path);
+  } else {
+    await follow(path, null);
+  }
+}
+
+function show(cer, etag, path) {
+  if (cer.outcome === 'queued') {
+    const headline = headlineOf(cer.text?.div) || 'Still checking';
+    progress(`${headline}. This page updates by itself.`);
+    polling = { path, etag, timer: setTimeout(() => void follow(path, etag), POLL_MS) };
+    return;
+  }
+  progress(`Done: ${headlineOf(cer.text?.div) || cer.outcome}.`);
+  showResult(cer);
+  void loadRecent();
+}
+
+async function follow(path, etag) {
+  const read = await call(path, { headers: etag ? { 'If-None-Match': etag } : {} });
+  if (read.status === 401) return signOut();
+  if (read.status === 304) {
+    polling = { path, etag, timer: setTimeout(() => void follow(path, etag), POLL_MS) };
+    return;
+  }
+  if (read.status !== 200) {
+    progress(`The answer could not be read: ${outcomeText(read.json, read.status)}`);
+    return;
+  }
+  show(read.json, read.headers.get('etag'), path);
+}
+
+function showResult(cer) {
+  shownId = cer.id;
+  const target = $('narrative');
+  if (!showNarrative(target, cer.text?.div)) {
+    target.replaceChildren(el('p', { text: cer.disposition ?? `Outcome: ${cer.outcome}`, dir: 'auto' }));
+  }
+  showDocuments(cer);
+  $('result').hidden = false;
+}
+
+/** The documents and screenshots of a CER: opened with the key, never with a link carrying it. */
+function showDocuments(cer) {
+  const ids = (cer.extension ?? [])
+    .filter((e) => /\/(portal-document|portal-screenshot)$/.test(e.url))
+    .map((e) => e.valueReference?.reference?.slice(1));
+  const docs = (cer.contained ?? []).filter(
+    (r) => r.resourceType === 'DocumentReference' && ids.includes(r.id),
+  );
+  const list = $('documents');
+  list.replaceChildren();
+  if (docs.length === 0) return;
+  const items = docs.map((doc) => {
+    const attachment = doc.content?.[0]?.attachment ?? {};
+    const title = attachment.title ?? doc.description ?? 'Document';
+    return el(
+      'li',
+      {},
+      el(
+        'button',
+        { type: 'button', onclick: () => void openDocument(attachment.url, title) },
+        'Open ',
+        bdi(title),
+      ),
+    );
+  });
+  list.append(el('h3', { text: 'Documents' }), el('ul', {}, ...items));
+}
+
+async function openDocument(url, title) {
+  if (!url) return;
+  const response = await fetch(pathOf(url), {
+    headers: { Authorization: `Bearer ${session.key}` },
+    credentials: 'omit',
+    cache: 'no-store',
+  });
+  if (!response.ok) {
+    progress('The document could not be fetched from the payer portal now.');
+    return;
+  }
+  // Saved from a local blob: URL, so the key never leaves this page in a link.
+  const blobUrl = URL.createObjectURL(await response.blob());
+  const link = el('a', { href: blobUrl, download: title });
+  document.body.append(link);
+  link.click();
+  link.remove();
+  setTimeout(() => URL.revokeObjectURL(blobUrl), 60_000);
+}
+
+/** Check again: the same patient, payer and visit type as the check shown, as a new check. */
+async function checkAgain() {
+  if (lastCheck && lastCheck.id === shownId) return runCheck(lastCheck, { fresh: true });
+  if (!shownId) return;
+  const read = await call(`/fhir/CoverageEligibilityRequest/${encodeURIComponent(shownId)}`);
+  if (read.status !== 200) return progress(outcomeText(read.json, read.status));
+  const request = read.json;
+  const byId = (ref) => (request.contained ?? []).find((r) => `#${r.id}` === ref);
+  const patient = byId(request.patient?.reference);
+  const patientId = patient?.identifier?.[0]?.value;
+  const patientName = patient?.name?.[0]?.text;
+  const payer = byId(request.insurer?.reference);
+  const payerCode = payer?.identifier?.[0]?.value ?? request.insurer?.identifier?.value;
+  const coding = request.item?.[0]?.category?.coding?.[0];
+  if (!patientId || !payerCode) return progress('This check cannot be repeated from here: start a new one.');
+  await runCheck(
+    {
+      patientId,
+      patientName,
+      payerCode,
+      payerName: payer?.name ?? request.insurer?.display ?? payerCode,
+      visitType: coding ? `${coding.system}|${coding.code}` : $('visit-type').value,
+    },
+    { fresh: true },
+  );
+}
+
+// ---------------------------------------------------------------- recent checks
+
+async function loadRecent() {
+  const params = new URLSearchParams({ _count: '10', _include: 'CoverageEligibilityResponse:request' });
+  const outcome = $('recent-outcome').value;
+  const search = $('recent-search').value.trim();
+  if (outcome) params.set('outcome', outcome);
+  if (search) params.set('patient', search);
+  const found = await call(`/fhir/CoverageEligibilityResponse?${params}`);
+  if (found.status === 401) return signOut();
+  const list = $('recent-list');
+  if (found.status !== 200) {
+    $('recent-note').textContent = outcomeText(found.json, found.status);
+    list.replaceChildren();
+    return;
+  }
+  const resources = (found.json.entry ?? []).map((e) => e.resource).filter(Boolean);
+  const cers = resources.filter((r) => r.resourceType === 'CoverageEligibilityResponse');
+  const names = new Map(
+    resources
+      .filter((r) => r.resourceType === 'CoverageEligibilityRequest')
+      .map((r) => [`CoverageEligibilityRequest/${r.id}`, patientNameOf(r)]),
+  );
+  $('recent-note').textContent = cers.length === 0 ? 'No checks match.' : '';
+  list.replaceChildren(
+    ...cers.map((cer) =>
+      el(
+        'li',
+        {},
+        badge(cer),
+        ' ',
+        bdi(names.get(cer.request?.reference) ?? ''),
+        ' ',
+        bdi(cer.insurer?.display ?? cer.insurer?.identifier?.value ?? ''),
+        ' ',
+        el('time', { datetime: cer.created ?? '', text: when(cer.created) }),
+        ' ',
+        el('button', { type: 'button', onclick: () => showRecent(cer) }, 'Show'),
+      ),
+    ),
+  );
+}
+
+/** The patient's name in a stored request (its contained Patient), or ''. */
+function patientNameOf(request) {
+  const ref = request.patient?.reference;
+  const patient = (request.contained ?? []).find((r) => `#${r.id}` === ref);
+  const name = patient?.name?.[0];
+  return name?.text ?? [...(name?.given ?? []), name?.family].filter(Boolean).join(' ');
+}
+
+/** The outcome in words, coloured by what it means for the desk (the words carry it too). */
+function badge(cer) {
+  const words = headlineOf(cer.text?.div) || cer.outcome;
+  const tone = words.startsWith('Eligible') ? 'ok' : cer.outcome === 'queued' ? 'wait' : 'bad';
+  return el('span', { class: `badge ${tone}`, text: words });
+}
+
+function showRecent(cer) {
+  stopPolling();
+  if (cer.outcome === 'queued') {
+    void follow(`/fhir/CoverageEligibilityResponse/${encodeURIComponent(cer.id)}`, null);
+    return;
+  }
+  progress('');
+  showResult(cer);
+  $('result').scrollIntoView();
+  $('narrative').focus();
+}
+
+// ---------------------------------------------------------------- operator view
+
+function table(caption, headers, rows, empty) {
+  if (rows.length === 0) return el('p', { text: empty });
+  return el(
+    'div',
+    { class: 'table-scroll', tabindex: '0', role: 'region', 'aria-label': caption },
+    el(
+      'table',
+      {},
+      el('thead', {}, el('tr', {}, ...headers.map((h) => el('th', { scope: 'col', text: h })))),
+      el('tbody', {}, ...rows.map((cells) => el('tr', {}, ...cells.map((c) => el('td', {}, c))))),
+    ),
+  );
+}
+
+async function loadOperator() {
+  const view = await call('/app/api/operator');
+  if (view.status === 401) return signOut();
+  if (view.status !== 200) {
+    $('operator-note').textContent = outcomeText(view.json, view.status);
+    return;
+  }
+  const { guards, stuck, queues } = view.json;
+  $('guards').replaceChildren(
+    table(
+      'Open guards table',
+      ['Payer', 'Kind', 'Since', 'Until', ''],
+      guards.map((g) => [
+        bdi(g.payer),
+        g.kind === 'credentials' ? 'Payer login refused' : 'Payer asked to back off',
+        when(g.openedAt),
+        g.until ? when(g.until) : 'until reset',
+        el(
+          'button',
+          { type: 'button', onclick: () => void reset(g.payer) },
+          'Reset',
+          el('span', { class: 'visually-hidden', text: ` guard of ${g.payer}` }),
+        ),
+      ]),
+      'No open guards: every payer is reachable.',
+    ),
+  );
+  $('stuck').replaceChildren(
+    table(
+      'Overdue checks table',
+      ['Check', 'Payer', 'State', 'Portal status', 'Since', 'Overdue since'],
+      stuck.map((c) => [
+        c.id,
+        bdi(c.payer),
+        c.state,
+        c.upstreamStatus,
+        when(c.createdAt),
+        when(c.deadlineAt),
+      ]),
+      'No stuck checks.',
+    ),
+  );
+  $('queues').replaceChildren(
+    table(
+      'Checks per clinic table',
+      ['Clinic', 'Waiting', 'Running'],
+      queues.map((q) => [bdi(q.clinic), String(q.waiting), String(q.running)]),
+      'No queue.',
+    ),
+  );
+}
+
+async function reset(payer) {
+  const answer = await call(`/app/api/guards/${encodeURIComponent(payer)}/reset`, { method: 'POST' });
+  if (answer.status === 401) return signOut();
+  $('operator-note').textContent =
+    answer.status === 204
+      ? `Guard of ${payer} reset: checks reach that payer again.`
+      : outcomeText(answer.json, answer.status);
+  await loadOperator();
+  $('operator-refresh').focus();
+}
+
+// ---------------------------------------------------------------- wiring
+
+function start() {
+  $('sign-in-form').addEventListener('submit', (event) => {
+    event.preventDefault();
+    const key = $('api-key').value.trim();
+    $('sign-in-error').textContent = '';
+    void signIn(key).then((error) => {
+      if (error) $('sign-in-error').textContent = error;
+    });
+  });
+  $('sign-out').addEventListener('click', signOut);
+  for (const id of ['tab-desk', 'tab-operator']) {
+    $(id).addEventListener('click', () => selectTab(id === 'tab-desk' ? 'desk' : 'operator'));
+    $(id).addEventListener('keydown', tabKeys);
+  }
+  $('check-form').addEventListener('submit', (event) => {
+    event.preventDefault();
+    const payer = $('payer');
+    void runCheck({
+      patientId: $('patient-id').value.trim(),
+      patientName: $('patient-name').value.trim(),
+      payerCode: payer.value,
+      payerName: payer.selectedOptions[0]?.textContent ?? payer.value,
+      visitType: $('visit-type').value,
+    });
+  });
+  $('check-again').addEventListener('click', () => void checkAgain());
+  $('recent-form').addEventListener('submit', (event) => {
+    event.preventDefault();
+    void loadRecent();
+  });
+  $('recent-outcome').addEventListener('change', () => void loadRecent());
+  $('operator-refresh').addEventListener('click', () => void loadOperator());
+  $('narrative').tabIndex = -1;
+  if (session.key) {
+    void signIn(session.key).then((error) => {
+      if (error) signOut();
+    });
+  }
+}
+
+start();

@@ -1,0 +1,87 @@
+/**
+ * What the narrative (issue 16, src/mapping/response/narrative.ts) costs: its size against the
+ * whole CER for every envelope fixture, and the CPU of building it against the CPU of mapping the
+ * largest answer (test/fixtures/upstream/found-eligible.json). In process, no HTTP; CPU from
+ * process.cpuUsage after a warm-up.
+ *
+ *   npx tsx bench/narrative.ts            (BENCH_ITERATIONS=2000)
+ */
+import { readFileSync, readdirSync } from 'node:fs';
+import { mapEnvelope } from '../src/mapping/response/index.js';
+import { narrativeOf } from '../src/mapping/response/narrative.js';
+import type { CerContext } from '../src/mapping/types.js';
+import { envelopeSchema } from '../src/upstream/contract.js';
+import { machine, record } from './lib.js';
+
+const ITERATIONS = Number(process.env.BENCH_ITERATIONS ?? 2000);
+const WARMUP = 200;
+
+function context(isSearchAll: boolean): CerContext {
+  return {
+    checkId: '0b6f7a52-3c1d-4e8f-9a2b-5c6d7e8f9a01',
+    patient: { reference: 'Patient/p1' },
+    insurer: isSearchAll
+      ? { display: 'All payers' }
+      : { identifier: { system: 'urn:payer', value: 'DAMAN' } },
+    request: {
+      resourceType: 'CoverageEligibilityRequest',
+      status: 'active',
+      purpose: isSearchAll ? ['discovery'] : ['benefits'],
+      patient: { reference: 'Patient/p1' },
+      created: '2026-11-24',
+      insurer: { display: 'Daman' },
+    },
+    isSearchAll,
+    baseUrl: 'http://localhost:8080',
+    now: new Date().toISOString(),
+  };
+}
+
+function cpuPerIteration(work: () => unknown): number {
+  for (let i = 0; i < WARMUP; i += 1) work();
+  const before = process.cpuUsage();
+  for (let i = 0; i < ITERATIONS; i += 1) work();
+  const used = process.cpuUsage(before);
+  return Number(((used.user + used.system) / 1000 / ITERATIONS).toFixed(4));
+}
+
+const sizes = ['mapping', 'upstream'].flatMap((dir) => {
+  const url = new URL(`../test/fixtures/${dir}/`, import.meta.url);
+  return readdirSync(url)
+    .filter((f) => f.endsWith('.json'))
+    .map((file) => {
+      const envelope = envelopeSchema.parse(JSON.parse(readFileSync(new URL(file, url), 'utf8')));
+      const cer = mapEnvelope(envelope, context(file.startsWith('search-all')));
+      const whole = Buffer.byteLength(JSON.stringify(cer));
+      const text = Buffer.byteLength(JSON.stringify(cer.text));
+      return {
+        fixture: `${dir}/${file}`,
+        cerBytes: whole,
+        textBytes: text,
+        share: Number((text / whole).toFixed(3)),
+      };
+    });
+});
+
+const largest = envelopeSchema.parse(
+  JSON.parse(readFileSync(new URL('../test/fixtures/upstream/found-eligible.json', import.meta.url), 'utf8')),
+);
+const ctx = context(false);
+const mapped = mapEnvelope(largest, ctx);
+const mappingMs = cpuPerIteration(() => mapEnvelope(largest, ctx));
+const narrativeMs = cpuPerIteration(() => narrativeOf(mapped));
+
+const shares = sizes.map((s) => s.share).sort((a, b) => a - b);
+await record('narrative', {
+  machine: machine(),
+  iterations: ITERATIONS,
+  foundEligible: {
+    cerBytes: Buffer.byteLength(JSON.stringify(mapped)),
+    textBytes: Buffer.byteLength(JSON.stringify(mapped.text)),
+    mappingMsWithNarrative: mappingMs,
+    narrativeMs,
+  },
+  textShare: { min: shares[0], median: shares[Math.floor(shares.length / 2)], max: shares.at(-1) },
+  largestText: Math.max(...sizes.map((s) => s.textBytes)),
+  sizes,
+});

@@ -1,0 +1,279 @@
+/**
+ * The human-readable narrative (`text`) of a CoverageEligibilityResponse, for any EHR that shows
+ * FHIR narrative and for the front-desk page (docs/front-desk.md).
+ *
+ * Built from the finished structured CER itself, so the narrative can never say something the
+ * structured data does not (one source of truth): the outcome in plain words first, then per
+ * insurance the payer, plan, network and policy period, a table with one row per service category,
+ * the GP-referral rule, every portal warning verbatim, the multi-card statement, the documents,
+ * and when the check was made.
+ *
+ * FHIR R4 Narrative (https://hl7.org/fhir/R4/narrative.html): status `generated` (the text is
+ * entirely generated from the structured data); `div` is XHTML in the xhtml namespace. txt-1: only
+ * the basic HTML formatting elements, no `<script>`, `<style>`, forms or event attributes; txt-2:
+ * non-whitespace content. Every text from the upstream or the request goes through `escapeXml`,
+ * which emits only the XML entities (`&amp;`, `&lt;`, `&gt;`, `&quot;`, `&#39;`): named HTML
+ * entities such as `&nbsp;` are not allowed in FHIR XHTML.
+ */
+import type {
+  Coverage,
+  CoverageEligibilityResponse,
+  CoverageEligibilityResponseInsurance as Insurance,
+  CoverageEligibilityResponseInsuranceItem as Item,
+  CoverageEligibilityResponseInsuranceItemBenefit as Benefit,
+  DocumentReference,
+  Extension,
+  Narrative,
+} from 'fhir/r4.js';
+import { BENEFIT_TYPE_SYSTEM, extensionUrl } from './codes.js';
+
+const XHTML_NS = 'http://www.w3.org/1999/xhtml';
+
+const XML_ESCAPES: Readonly<Record<string, string>> = {
+  '&': '&amp;',
+  '<': '&lt;',
+  '>': '&gt;',
+  '"': '&quot;',
+  "'": '&#39;',
+};
+
+/** Text as XML character data or an attribute value: the five XML specials escaped, nothing else. */
+export function escapeXml(text: string): string {
+  return text.replace(/[&<>"']/g, (c) => XML_ESCAPES[c] ?? c);
+}
+
+/** An ISO instant as people read it at a desk: `2026-11-22 09:58 UTC`. */
+function when(instant: string | undefined): string {
+  if (!instant) return 'an unknown time';
+  const match = /^(\d{4}-\d{2}-\d{2})T(\d{2}:\d{2})/.exec(instant);
+  return match ? `${match[1]} ${match[2]} UTC` : instant;
+}
+
+function sub(ext: Extension | undefined, url: string): Extension | undefined {
+  return ext?.extension?.find((e) => e.url === url);
+}
+
+function subText(ext: Extension | undefined, url: string): string | undefined {
+  const part = sub(ext, url);
+  if (!part) return undefined;
+  if (part.valueString !== undefined) return part.valueString;
+  if (part.valueCode !== undefined) return part.valueCode;
+  if (part.valuePositiveInt !== undefined) return String(part.valuePositiveInt);
+  if (part.valueUnsignedInt !== undefined) return String(part.valueUnsignedInt);
+  if (part.valueBoolean !== undefined) return part.valueBoolean ? 'yes' : 'no';
+  return undefined;
+}
+
+function extensionsOf(list: Extension[] | undefined, id: Parameters<typeof extensionUrl>[0]): Extension[] {
+  const url = extensionUrl(id);
+  return (list ?? []).filter((e) => e.url === url);
+}
+
+/** The outcome in plain words: the first line of the narrative. */
+function headline(cer: CoverageEligibilityResponse): string {
+  const insurance = cer.insurance ?? [];
+  switch (cer.outcome) {
+    case 'queued':
+      return `Still checking since ${when(cer.created)}`;
+    case 'error':
+      return 'No determination';
+    default: {
+      const eligible = insurance.filter((i) => i.inforce === true).length;
+      if (eligible > 1) return `Eligible at ${eligible} payers`;
+      if (eligible === 1) return 'Eligible';
+      if (insurance.some((i) => i.inforce === false)) return 'Not eligible';
+      return 'No determination';
+    }
+  }
+}
+
+/**
+ * What the headline needs next: the reason, or what to do, as the disposition says it. Left out
+ * for one eligible coverage: its sentences (GP rule, warnings, cards) are all shown below from the
+ * structured elements, and the narrative stays small.
+ */
+function headlineDetail(cer: CoverageEligibilityResponse): string | undefined {
+  const insurance = cer.insurance ?? [];
+  if (cer.outcome === 'complete' && insurance.length === 1 && insurance[0]?.inforce === true)
+    return undefined;
+  return cer.disposition ?? cer.error?.[0]?.code.text;
+}
+
+function containedById<T extends { id?: string }>(
+  cer: CoverageEligibilityResponse,
+  ref?: string,
+): T | undefined {
+  if (!ref?.startsWith('#')) return undefined;
+  return cer.contained?.find((r) => r.id === ref.slice(1)) as T | undefined;
+}
+
+function row(label: string, value: string | undefined): string {
+  return value ? `<li>${label}: ${escapeXml(value)}</li>` : '';
+}
+
+function periodText(coverage: Coverage | undefined, details: Extension | undefined): string | undefined {
+  const period = coverage?.period;
+  if (period?.start || period?.end) return `${period.start ?? 'not stated'} to ${period.end ?? 'not stated'}`;
+  return subText(details, 'periodAsGiven');
+}
+
+function classValue(coverage: Coverage | undefined, code: string): string | undefined {
+  return coverage?.class?.find((c) => c.type.coding?.some((k) => k.code === code))?.value;
+}
+
+/** Payer, plan, package, network, policy period. */
+function policyFacts(insurance: Insurance, coverage: Coverage | undefined): string {
+  const details = extensionsOf(coverage?.extension, 'policy-details')[0];
+  const payer = coverage?.payor[0]?.display ?? coverage?.payor[0]?.identifier?.value;
+  const lines = [
+    row('Payer', payer),
+    row('Plan', classValue(coverage, 'plan')),
+    row('Package', classValue(coverage, 'subplan')),
+    row('Network', coverage?.network),
+    row('Policy period', periodText(coverage, details)),
+    row('Eligible', insurance.inforce === undefined ? 'not determined' : insurance.inforce ? 'yes' : 'no'),
+  ].join('');
+  return `<ul>${lines}</ul>`;
+}
+
+function benefitOf(item: Item, code: string): Benefit | undefined {
+  return item.benefit?.find((b) =>
+    b.type.coding?.some((c) => c.system === BENEFIT_TYPE_SYSTEM && c.code === code),
+  );
+}
+
+function benefitValue(benefit: Benefit | undefined, percent: boolean): string {
+  if (!benefit) return '';
+  if (benefit.allowedUnsignedInt !== undefined) return `${benefit.allowedUnsignedInt}${percent ? '%' : ''}`;
+  if (benefit.allowedMoney?.value !== undefined) return String(benefit.allowedMoney.value);
+  return benefit.allowedString ?? '';
+}
+
+function coverageStatus(item: Item): string {
+  if (item.excluded === true) return 'Not covered';
+  const given = /Coverage status: ([^;]+)/.exec(item.description ?? '')?.[1];
+  if (given) return given;
+  return item.excluded === false ? 'Covered' : '';
+}
+
+function categoryOf(item: Item): string {
+  const category = item.category;
+  const name = category?.text ?? category?.coding?.find((c) => c.display)?.display ?? '';
+  const network = item.network?.text;
+  return network ? `${name} (${network})` : name;
+}
+
+/** One row per service category: coverage status, copay %, amount, maximum, currency. */
+function itemTable(items: Item[]): string {
+  if (items.length === 0) return '';
+  const rows = items.map((item) => {
+    const amount = benefitOf(item, 'copay');
+    const maximum = benefitOf(item, 'copay-maximum');
+    const currency = amount?.allowedMoney?.currency ?? maximum?.allowedMoney?.currency ?? '';
+    const cells = [
+      categoryOf(item),
+      coverageStatus(item),
+      benefitValue(benefitOf(item, 'copay-percent'), true),
+      benefitValue(amount, false),
+      benefitValue(maximum, false),
+      currency,
+    ];
+    return `<tr>${cells.map((c) => `<td>${escapeXml(c)}</td>`).join('')}</tr>`;
+  });
+  const head = ['Service category', 'Coverage', 'Copay %', 'Copay amount', 'Copay maximum', 'Currency']
+    .map((h) => `<th>${h}</th>`)
+    .join('');
+  return `<table><thead><tr>${head}</tr></thead><tbody>${rows.join('')}</tbody></table>`;
+}
+
+/** The GP-referral rule: the portal's is_gatekeeper value always shown when it gave one. */
+function gpRule(insurance: Insurance): string {
+  const ext = extensionsOf(insurance.extension, 'gp-referral-required')[0];
+  if (!ext) return '';
+  const required = sub(ext, 'required')?.valueBoolean;
+  const given = subText(ext, 'isGatekeeper');
+  const rule =
+    required === true
+      ? 'A GP referral is required for specialist visits'
+      : required === false
+        ? 'No GP referral is required for specialist visits'
+        : 'The payer portal did not say whether a GP referral is required';
+  const source = required === undefined ? '' : 'payer portal: ';
+  const asGiven = given ? ` (${source}is_gatekeeper = "${escapeXml(given)}")` : '';
+  return `<p>${rule}${asGiven}.</p>`;
+}
+
+function multiCard(insurance: Insurance): string {
+  const ext = extensionsOf(insurance.extension, 'multi-card')[0];
+  if (!ext) return '';
+  const index = subText(ext, 'cardIndex');
+  const total = subText(ext, 'cardTotal') ?? 'several';
+  const pkg = subText(ext, 'package') ?? 'not stated';
+  const network = subText(ext, 'network') ?? 'not stated';
+  const which = index ? `this is card ${index}` : 'this is one of them';
+  return `<p>${escapeXml(`The member holds ${total} cards; ${which} (package ${pkg}, network ${network}). Other cards are not shown.`)}</p>`;
+}
+
+/** Every portal warning verbatim, with its type. */
+function warnings(list: Extension[] | undefined): string {
+  const items = extensionsOf(list, 'portal-message').flatMap((ext) => {
+    const message = subText(ext, 'message');
+    if (!message) return [];
+    const type = subText(ext, 'type') === 'information' ? 'Information' : 'Warning';
+    return [`<li>${type} from the payer portal: "${escapeXml(message)}"</li>`];
+  });
+  return items.length ? `<ul>${items.join('')}</ul>` : '';
+}
+
+function insuranceSection(cer: CoverageEligibilityResponse, insurance: Insurance): string {
+  const coverage = containedById<Coverage>(cer, insurance.coverage.reference);
+  return [
+    policyFacts(insurance, coverage),
+    itemTable(insurance.item ?? []),
+    gpRule(insurance),
+    warnings(insurance.extension),
+    multiCard(insurance),
+  ].join('');
+}
+
+/** The documents and screenshots, each with its stable adapter link. */
+function documents(cer: CoverageEligibilityResponse): string {
+  const refs = [
+    ...extensionsOf(cer.extension, 'portal-document'),
+    ...extensionsOf(cer.extension, 'portal-screenshot'),
+  ];
+  const items = refs.flatMap((ext) => {
+    const doc = containedById<DocumentReference>(cer, ext.valueReference?.reference);
+    const attachment = doc?.content[0]?.attachment;
+    const title = attachment?.title ?? doc?.description ?? 'Payer portal document';
+    if (!attachment?.url) return [];
+    return [`<li><a href="${escapeXml(attachment.url)}">${escapeXml(title)}</a></li>`];
+  });
+  return items.length ? `<p>Documents:</p><ul>${items.join('')}</ul>` : '';
+}
+
+/** The narrative of a CER, from its structured elements only. */
+export function narrativeOf(cer: CoverageEligibilityResponse): Narrative {
+  const detail = headlineDetail(cer);
+  const parts = [
+    `<p><b>${escapeXml(headline(cer))}</b></p>`,
+    detail ? `<p>${escapeXml(detail)}</p>` : '',
+    ...(cer.insurance ?? []).map((i) => insuranceSection(cer, i)),
+    warnings(cer.extension),
+    documents(cer),
+    cer.outcome === 'queued' ? '' : `<p>Checked: ${escapeXml(when(cer.created))}</p>`,
+  ];
+  return { status: 'generated', div: `<div xmlns="${XHTML_NS}">${parts.join('')}</div>` };
+}
+
+/** The CER with its narrative, `text` placed where R4 orders it (after id and meta). */
+export function withNarrative(cer: CoverageEligibilityResponse): CoverageEligibilityResponse {
+  const { resourceType, id, meta, text: _old, ...rest } = cer;
+  return {
+    resourceType,
+    ...(id !== undefined ? { id } : {}),
+    ...(meta !== undefined ? { meta } : {}),
+    text: narrativeOf(cer),
+    ...rest,
+  };
+}

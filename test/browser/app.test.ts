@@ -1,0 +1,327 @@
+/// <reference lib="dom" />
+/**
+ * The front-desk page /app/ in a real browser (Debian's Chromium through playwright-core) against
+ * the running service and the sandbox upstream over real HTTP: sign in, an eligible and a
+ * not-eligible check to their result, a refused payer login and its reset in the operator view,
+ * keyboard only, 360 px wide, no request to another host, and the key in no URL and no log line.
+ * Also every narrative the mapper writes goes through Chromium's XML parser (FHIR XHTML).
+ */
+import { readFileSync, readdirSync, statSync } from 'node:fs';
+import type { Browser } from 'playwright-core';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { CANONICAL_BASE } from '../../src/fhir/canonical.js';
+import { mapEnvelope } from '../../src/mapping/response/index.js';
+import { envelopeSchema } from '../../src/upstream/contract.js';
+import type { Harness } from '../support/harness.js';
+import { TENANT_A_KEY, startHarness } from '../support/harness.js';
+import type { Watched } from './support.js';
+import { launchChromium, runCheck, signIn, watchedPage } from './support.js';
+
+let harness: Harness;
+let browser: Browser;
+const opened: Watched[] = [];
+
+/** Why Chromium did not start: every test then fails with it (never a skip). */
+let launchError: Error | undefined;
+
+beforeAll(async () => {
+  const launched = launchChromium().catch((error: unknown) => {
+    launchError = error instanceof Error ? error : new Error(String(error));
+    return undefined;
+  });
+  [harness, browser] = (await Promise.all([
+    startHarness({ timeScale: 0.01, pollIntervalMs: 50 }),
+    launched,
+  ])) as [Harness, Browser];
+}, 60_000);
+
+afterAll(async () => {
+  await browser?.close();
+  await harness?.stop();
+  // The key went into no log line of the service.
+  expect(harness.logs.length).toBeGreaterThan(0);
+  expect(harness.logs.filter((line) => line.includes(TENANT_A_KEY))).toEqual([]);
+});
+
+async function open(viewport?: { width: number; height: number }): Promise<Watched> {
+  if (launchError) throw launchError;
+  const watched = await watchedPage(browser, harness.url, viewport);
+  opened.push(watched);
+  return watched;
+}
+
+afterEach(async () => {
+  for (const { context, urls, elsewhere } of opened.splice(0)) {
+    await context.close();
+    expect(urls.length).toBeGreaterThan(0);
+    // Nothing from another host, and the key in no URL the page asked for.
+    expect(elsewhere).toEqual([]);
+    expect(
+      urls.filter((url) => url.includes(TENANT_A_KEY) || url.includes(encodeURIComponent(TENANT_A_KEY))),
+    ).toEqual([]);
+  }
+});
+
+describe('the front-desk page', () => {
+  it('signs in with the key, refusing a wrong one, and keeps the key out of the URL', async () => {
+    const { page } = await open();
+    await page.goto(`${harness.url}/app/`);
+    await page.getByLabel('API key').fill('not-a-key');
+    await page.getByRole('button', { name: 'Sign in' }).click();
+    await expect.poll(() => page.getByRole('alert').innerText()).toContain('not valid');
+    await page.getByLabel('API key').fill(TENANT_A_KEY);
+    await page.getByRole('button', { name: 'Sign in' }).click();
+    await page.getByLabel('Emirates ID or card number').waitFor();
+    expect(await page.getByLabel('Payer').locator('option').count()).toBeGreaterThan(3);
+    expect(await page.getByLabel('Visit type').locator('option').count()).toBeGreaterThan(1);
+    expect(page.url()).not.toContain(TENANT_A_KEY);
+    // The page's own policy: scripts and requests from this origin only.
+    const response = await page.request.get(`${harness.url}/app/`);
+    expect(response.headers()['content-security-policy']).toContain("script-src 'self'");
+  });
+
+  it('runs a found-eligible check to its result: narrative, benefits table, documents; then checks again', async () => {
+    const { page } = await open();
+    await signIn(page, harness.url, TENANT_A_KEY);
+    const text = await runCheck(page, '784-1990-0000001-1');
+    expect(text).toMatch(/^Eligibility result\s+Eligible\b/);
+    expect(text).toContain('A GP referral is required for specialist visits');
+    const result = page.getByRole('region', { name: 'Eligibility result' });
+    expect(await result.locator('table tbody tr').count()).toBeGreaterThan(1);
+    expect(await result.getByRole('button', { name: /^Open / }).count()).toBeGreaterThan(0);
+    // A document: fetched with the key through the service's stable link, saved from a blob: URL.
+    const download = page.waitForEvent('download');
+    const fetched = page.waitForResponse((r) => r.url().includes('/fhir/Binary/'));
+    await result
+      .getByRole('button', { name: /^Open / })
+      .first()
+      .click();
+    const [saved, binary] = await Promise.all([download, fetched]);
+    expect(binary.status()).toBe(200);
+    expect(binary.request().headers().authorization).toBe(`Bearer ${TENANT_A_KEY}`);
+    expect(saved.url()).toMatch(/^blob:/);
+    expect(statSync(await saved.path()).size).toBeGreaterThan(0);
+    expect(saved.suggestedFilename().length).toBeGreaterThan(0);
+    // Recent checks lists it.
+    const recent = page.getByRole('region', { name: 'Recent checks' });
+    await expect.poll(() => recent.innerText()).toContain('Eligible');
+
+    // Check again: a new check (a new identifier) that bypasses reuse with Cache-Control: no-cache.
+    const sent = page.waitForRequest((r) => r.url().endsWith('/$submit') && r.method() === 'POST');
+    await page.getByRole('button', { name: 'Check again' }).click();
+    const again = await sent;
+    expect(again.headers()['cache-control']).toBe('no-cache');
+    await page.getByRole('status').filter({ hasText: /^Done/ }).waitFor({ timeout: 20_000 });
+    const bodies = harness.server.store.search('clinic-a', {}, { count: 100, offset: 0 });
+    const ids = (await bodies).checks.map((c) => c.idempotencyKey);
+    expect(new Set(ids).size).toBe(ids.length);
+  });
+
+  it('shows live progress while the check is queued, reading the CER with If-None-Match', async () => {
+    const { page } = await open();
+    await signIn(page, harness.url, TENANT_A_KEY);
+    const notModified = page.waitForResponse(
+      (r) => r.status() === 304 && r.request().headers()['if-none-match'] !== undefined,
+      { timeout: 10_000 },
+    );
+    // The sandbox's slow scenario stays at the portal for a while.
+    await page.getByLabel('Emirates ID or card number').fill('784-1990-0000012-2');
+    await page.getByRole('button', { name: 'Check eligibility' }).click();
+    await page
+      .getByRole('status')
+      .filter({ hasText: /^Still checking since \d{4}-\d{2}-\d{2} / })
+      .waitFor();
+    const answer = await notModified;
+    expect(answer.url()).toMatch(/\/fhir\/CoverageEligibilityResponse\/[^/?]+$/);
+    expect(await page.getByRole('region', { name: 'Eligibility result' }).isHidden()).toBe(true);
+  });
+
+  it('shows a not-eligible answer with the payer reason, and filters recent checks by outcome', async () => {
+    const { page } = await open();
+    await signIn(page, harness.url, TENANT_A_KEY);
+    const text = await runCheck(page, '784-1990-0000002-2');
+    expect(text).toMatch(/^Eligibility result\s+Not eligible\b/);
+    const recent = page.getByRole('region', { name: 'Recent checks' });
+    await recent.getByLabel('Outcome').selectOption('complete');
+    await expect.poll(() => recent.innerText()).toContain('Not eligible');
+    await recent.getByLabel('Outcome').selectOption('error');
+    await expect
+      .poll(() => recent.locator('li').allInnerTexts())
+      .not.toContainEqual(expect.stringContaining('Not eligible'));
+  });
+
+  it('a refused payer login: no determination, the guard in the operator view, and its reset', async () => {
+    const { page } = await open();
+    await signIn(page, harness.url, TENANT_A_KEY);
+    const text = await runCheck(page, '784-1990-0000004-4', 'AXA');
+    expect(text).toMatch(/^Eligibility result\s+No determination\b/);
+    await page.getByRole('tab', { name: 'Operator' }).click();
+    const guards = page.getByRole('region', { name: 'Credential guards' });
+    await expect.poll(() => guards.innerText()).toContain('AXA');
+    expect(await page.getByRole('region', { name: 'Queues' }).innerText()).toContain('clinic-a');
+    await page.getByRole('region', { name: 'Stuck checks' }).waitFor();
+    expect(await harness.server.store.getGuard('clinic-a', 'AXA')).not.toBeNull();
+    await guards.getByRole('button', { name: /^Reset/ }).click();
+    await expect.poll(() => guards.innerText()).toContain('No open guards');
+    expect(await harness.server.store.getGuard('clinic-a', 'AXA')).toBeNull();
+  });
+
+  it('can be used with the keyboard alone: sign in, a check to its result, the operator tab', async () => {
+    const { page } = await open();
+    await page.goto(`${harness.url}/app/`);
+    await page.keyboard.press('Tab');
+    expect(await page.evaluate(() => document.activeElement?.id)).toBe('api-key');
+    await page.keyboard.type(TENANT_A_KEY);
+    await page.keyboard.press('Enter');
+    await page.getByLabel('Emirates ID or card number').waitFor();
+    // Signing in puts the cursor in the first field of the form.
+    expect(await page.evaluate(() => document.activeElement?.id)).toBe('patient-id');
+    await page.keyboard.type('784-1990-0000009-9');
+    await page.keyboard.press('Tab'); // Patient name (optional)
+    await page.keyboard.type('مريم الهاشمي');
+    await page.keyboard.press('Tab'); // Payer (the first is selected)
+    await page.keyboard.press('Tab'); // Visit type
+    await page.keyboard.press('Tab'); // Check eligibility
+    expect(await page.evaluate(() => document.activeElement?.textContent?.trim())).toBe('Check eligibility');
+    await page.keyboard.press('Enter');
+    await page.getByRole('status').filter({ hasText: /^Done/ }).waitFor({ timeout: 20_000 });
+    const result = await page.getByRole('region', { name: 'Eligibility result' }).innerText();
+    expect(result).toContain('The member holds 3 cards; this is card 2');
+    // The Arabic name shows in recent checks, isolated right-to-left inside this left-to-right page.
+    const name = page
+      .getByRole('region', { name: 'Recent checks' })
+      .locator('bdi', { hasText: 'مريم الهاشمي' });
+    await name.first().waitFor();
+    expect(await name.first().evaluate((e) => getComputedStyle(e).direction)).toBe('rtl');
+    // The tabs: arrow keys move between them.
+    await page.getByRole('tab', { name: 'Front desk' }).focus();
+    await page.keyboard.press('ArrowRight');
+    expect(await page.evaluate(() => document.activeElement?.textContent?.trim())).toBe('Operator');
+    await page.getByRole('region', { name: 'Queues' }).waitFor();
+  });
+
+  it('has readable contrast: every visible text at least 4.5:1 against its background (WCAG 2.2 AA)', async () => {
+    const { page } = await open();
+    await signIn(page, harness.url, TENANT_A_KEY);
+    await runCheck(page, '784-1990-0000002-2');
+    const lowest = () =>
+      page.evaluate(() => {
+        const rgb = (color: string) => (color.match(/[\d.]+/g) ?? []).map(Number);
+        const luminance = ([r = 0, g = 0, b = 0]: number[]) => {
+          const [R, G, B] = [r, g, b].map((v) => {
+            const c = v / 255;
+            return c <= 0.03928 ? c / 12.92 : ((c + 0.055) / 1.055) ** 2.4;
+          });
+          return 0.2126 * R! + 0.7152 * G! + 0.0722 * B!;
+        };
+        const background = (element: Element | null): number[] => {
+          for (let e = element; e; e = e.parentElement) {
+            const [r, g, b, a = 1] = rgb(getComputedStyle(e).backgroundColor);
+            if (a > 0 && r !== undefined) return [r, g ?? 0, b ?? 0];
+          }
+          return [255, 255, 255];
+        };
+        const found: { text: string; ratio: number }[] = [];
+        const walker = document.createTreeWalker(document.body, NodeFilter.SHOW_TEXT);
+        for (let node = walker.nextNode(); node; node = walker.nextNode()) {
+          const element = node.parentElement;
+          if (!element || !node.textContent?.trim() || element.getClientRects().length === 0) continue;
+          if (element.closest('[hidden], .visually-hidden')) continue;
+          const fg = luminance(rgb(getComputedStyle(element).color));
+          const bg = luminance(background(element));
+          const ratio = (Math.max(fg, bg) + 0.05) / (Math.min(fg, bg) + 0.05);
+          found.push({ text: node.textContent.trim().slice(0, 30), ratio });
+        }
+        return found.sort((a, b) => a.ratio - b.ratio)[0];
+      });
+    expect((await lowest())?.ratio).toBeGreaterThanOrEqual(4.5);
+    await page.getByRole('tab', { name: 'Operator' }).click();
+    await page.getByRole('region', { name: 'Queues' }).locator('table').waitFor();
+    expect((await lowest())?.ratio).toBeGreaterThanOrEqual(4.5);
+  });
+
+  it('fits 360 px wide with no horizontal scroll, result and operator view included', async () => {
+    const { page } = await open({ width: 360, height: 780 });
+    await signIn(page, harness.url, TENANT_A_KEY);
+    await runCheck(page, '784-1990-0000001-1');
+    const overflow = () =>
+      page.evaluate(() => document.documentElement.scrollWidth - document.documentElement.clientWidth);
+    expect(await overflow()).toBeLessThanOrEqual(0);
+    await page.getByRole('tab', { name: 'Operator' }).click();
+    await page.getByRole('region', { name: 'Queues' }).locator('table').waitFor();
+    expect(await overflow()).toBeLessThanOrEqual(0);
+  });
+});
+
+describe('the narrative as XHTML', () => {
+  it('every narrative the mapper writes is well-formed XHTML with FHIR narrative elements only (Chromium XML parser)', async () => {
+    const dir = new URL('../fixtures/mapping/', import.meta.url);
+    const divs = readdirSync(dir)
+      .filter((f) => f.endsWith('.json'))
+      .map((file) => {
+        const envelope = envelopeSchema.parse(JSON.parse(readFileSync(new URL(file, dir), 'utf8')));
+        const isSearchAll = file.startsWith('search-all');
+        const cer = mapEnvelope(envelope, {
+          checkId: 'c-1',
+          patient: { reference: 'Patient/p' },
+          insurer: isSearchAll
+            ? { display: 'All payers' }
+            : {
+                identifier: { system: `${CANONICAL_BASE}/payer-code`, value: 'DAMAN' },
+                display: 'Daman <&> "D"',
+              },
+          request: {
+            resourceType: 'CoverageEligibilityRequest',
+            status: 'active',
+            purpose: isSearchAll ? ['discovery'] : ['benefits'],
+            patient: { reference: 'Patient/p' },
+            created: '2026-11-22',
+            insurer: { display: 'Daman' },
+          },
+          isSearchAll,
+          baseUrl: 'https://adapter.example.org',
+          now: '2026-11-22T10:00:00.000Z',
+        });
+        return { file, div: cer.text?.div ?? '' };
+      });
+    expect(divs.length).toBeGreaterThan(10);
+    if (launchError) throw launchError;
+    const page = await browser.newPage();
+    const problems = await page.evaluate((list) => {
+      // https://hl7.org/fhir/R4/narrative.html: txt-1 (basic XHTML only: no script, style, form,
+      // event attribute), txt-2 (non-whitespace content).
+      const allowed = new Set([
+        'div',
+        'p',
+        'b',
+        'ul',
+        'li',
+        'table',
+        'thead',
+        'tbody',
+        'tr',
+        'th',
+        'td',
+        'a',
+      ]);
+      const out: string[] = [];
+      for (const { file, div } of list) {
+        const doc = new DOMParser().parseFromString(div, 'application/xhtml+xml');
+        if (doc.getElementsByTagName('parsererror').length > 0) out.push(`${file}: not well-formed`);
+        const root = doc.documentElement;
+        if (root.localName !== 'div' || root.namespaceURI !== 'http://www.w3.org/1999/xhtml')
+          out.push(`${file}: root is not an XHTML div`);
+        for (const element of Array.from(root.getElementsByTagName('*'))) {
+          if (!allowed.has(element.localName)) out.push(`${file}: <${element.localName}>`);
+          for (const attribute of Array.from(element.attributes)) {
+            if (attribute.name !== 'href') out.push(`${file}: attribute ${attribute.name}`);
+          }
+        }
+        if ((root.textContent ?? '').trim() === '') out.push(`${file}: empty`);
+      }
+      return out;
+    }, divs);
+    await page.close();
+    expect(problems).toEqual([]);
+  });
+});

@@ -1,0 +1,79 @@
+/**
+ * Chromium for the browser tests and the screenshots (scripts/screenshots.ts): Debian's
+ * /usr/bin/chromium driven by playwright-core, headless, with nothing of its own going out
+ * (no background networking, updates or sync). A missing chromium is an error, never a skip:
+ * `.ci/run` installs it.
+ */
+import { existsSync } from 'node:fs';
+import type { Browser, BrowserContext, Page } from 'playwright-core';
+import { chromium } from 'playwright-core';
+
+export const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
+
+export async function launchChromium(): Promise<Browser> {
+  if (!existsSync(CHROMIUM)) {
+    throw new Error(`Chromium not found at ${CHROMIUM}: apt-get install -y chromium (.ci/run does it)`);
+  }
+  return chromium.launch({
+    executablePath: CHROMIUM,
+    headless: true,
+    args: [
+      '--no-sandbox',
+      '--disable-background-networking',
+      '--disable-gpu',
+      '--no-first-run',
+      '--disable-component-update',
+      '--disable-sync',
+    ],
+  });
+}
+
+/** Every request a page made, and the ones to another host (aborted before they leave). */
+export interface Watched {
+  context: BrowserContext;
+  page: Page;
+  urls: string[];
+  elsewhere: string[];
+}
+
+/** A new context whose requests may only go to `origin` (blob: and data: stay in the browser). */
+export async function watchedPage(
+  browser: Browser,
+  origin: string,
+  viewport = { width: 1100, height: 900 },
+): Promise<Watched> {
+  const context = await browser.newContext({ viewport });
+  const urls: string[] = [];
+  const elsewhere: string[] = [];
+  const allowed = new URL(origin).host;
+  await context.route('**/*', async (route) => {
+    const url = route.request().url();
+    urls.push(url);
+    if (/^(blob|data):/.test(url) || new URL(url).host === allowed) await route.continue();
+    else {
+      elsewhere.push(url);
+      await route.abort();
+    }
+  });
+  const page = await context.newPage();
+  return { context, page, urls, elsewhere };
+}
+
+/** Signs in on /app/ with the mouse-free path a user takes: type the key, press Enter. */
+export async function signIn(page: Page, origin: string, key: string): Promise<void> {
+  await page.goto(`${origin}/app/`);
+  await page.getByLabel('API key').fill(key);
+  await page.getByRole('button', { name: 'Sign in' }).click();
+  await page.getByLabel('Emirates ID or card number').waitFor();
+}
+
+/** Runs one check from the form and waits for its result (the `Eligibility result` region). */
+export async function runCheck(page: Page, patientId: string, payer = 'DAMAN'): Promise<string> {
+  await page.getByLabel('Emirates ID or card number').fill(patientId);
+  await page.getByLabel('Payer').selectOption(payer);
+  await page.getByRole('button', { name: 'Check eligibility' }).click();
+  await page.getByRole('status').filter({ hasText: /^Done/ }).waitFor({ timeout: 20_000 });
+  const result = page.getByRole('region', { name: 'Eligibility result' });
+  await result.waitFor();
+  return result.innerText();
+}

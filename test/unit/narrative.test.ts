@@ -1,0 +1,244 @@
+/**
+ * The narrative (`text`) of every CoverageEligibilityResponse (src/mapping/response/narrative.ts):
+ * every outcome, multi-card, GP referral, search-all, and upstream text with XML specials. Each CER
+ * still passes the real FHIR validator; the XHTML itself is parsed by Chromium's XML parser in
+ * test/browser/app.test.ts (no XML parser is installed for Node).
+ */
+import { readFileSync } from 'node:fs';
+import type { CoverageEligibilityResponse, DocumentReference } from 'fhir/r4.js';
+import { describe, expect, it } from 'vitest';
+import { CANONICAL_BASE } from '../../src/fhir/canonical.js';
+import {
+  adapterErrorCer,
+  mapEnvelope,
+  queuedCer,
+  stillCheckingCer,
+} from '../../src/mapping/response/index.js';
+import { escapeXml, narrativeOf, withNarrative } from '../../src/mapping/response/narrative.js';
+import type { CerContext } from '../../src/mapping/types.js';
+import type { Envelope } from '../../src/upstream/contract.js';
+import { envelopeSchema } from '../../src/upstream/contract.js';
+import { expectValidFhir } from '../support/fhir.js';
+
+const MAPPING_DIR = new URL('../fixtures/mapping/', import.meta.url);
+
+function ctx(isSearchAll = false): CerContext {
+  return {
+    checkId: '0b6f7a52-3c1d-4e8f-9a2b-5c6d7e8f9a01',
+    patient: { reference: 'Patient/pat-1' },
+    insurer: isSearchAll
+      ? { display: 'All payers' }
+      : { identifier: { system: `${CANONICAL_BASE}/payer-code`, value: 'DAMAN' }, display: 'Daman' },
+    request: {
+      resourceType: 'CoverageEligibilityRequest',
+      status: 'active',
+      purpose: isSearchAll ? ['discovery'] : ['benefits'],
+      patient: { reference: 'Patient/pat-1' },
+      created: '2026-11-22',
+      insurer: { display: 'Daman' },
+    },
+    isSearchAll,
+    baseUrl: 'https://adapter.example.org',
+    now: '2026-11-22T10:00:00.000Z',
+  };
+}
+
+const fixture = (name: string): Envelope =>
+  envelopeSchema.parse(JSON.parse(readFileSync(new URL(`${name}.json`, MAPPING_DIR), 'utf8')));
+
+const map = (name: string, isSearchAll = false) => mapEnvelope(fixture(name), ctx(isSearchAll));
+
+/** The narrative's text content, tags removed and the five XML entities read back. */
+function textOf(cer: CoverageEligibilityResponse): string {
+  return (cer.text?.div ?? '')
+    .replace(/<[^>]+>/g, ' ')
+    .replace(/&lt;/g, '<')
+    .replace(/&gt;/g, '>')
+    .replace(/&quot;/g, '"')
+    .replace(/&#39;/g, "'")
+    .replace(/&amp;/g, '&')
+    .replace(/\s+/g, ' ');
+}
+
+/** What FHIR narrative allows (txt-1, txt-2) as far as this service's narratives go. */
+function expectNarrativeRules(cer: CoverageEligibilityResponse): void {
+  expect(cer.text?.status).toBe('generated');
+  const div = cer.text?.div ?? '';
+  expect(div.startsWith('<div xmlns="http://www.w3.org/1999/xhtml">')).toBe(true);
+  expect(div.endsWith('</div>')).toBe(true);
+  const tags = [...div.matchAll(/<\/?([a-z0-9]+)/g)].map((m) => m[1]);
+  for (const tag of tags)
+    expect(['div', 'p', 'b', 'ul', 'li', 'table', 'thead', 'tbody', 'tr', 'th', 'td', 'a']).toContain(tag);
+  expect(div).not.toMatch(/<[^>]*\son[a-z]+=/i);
+  // Only the XML entities: no &nbsp; and the like.
+  for (const entity of div.match(/&[^;\s]*;/g) ?? [])
+    expect(['&amp;', '&lt;', '&gt;', '&quot;', '&#39;']).toContain(entity);
+  expect(textOf(cer).trim().length).toBeGreaterThan(0);
+  // Small: never a copy of the whole CER.
+  expect(div.length).toBeLessThan(JSON.stringify({ ...cer, text: undefined }).length);
+  expectValidFhir(cer);
+}
+
+describe('the narrative of each outcome', () => {
+  it('eligible: the word first, payer, plan, network, period, one row per category, GP rule, warnings, checked', () => {
+    const cer = map('found-eligible-rich');
+    expectNarrativeRules(cer);
+    const text = textOf(cer);
+    expect(text.trim().startsWith('Eligible ')).toBe(true);
+    expect(text).toMatch(/Payer: \S/);
+    expect(text).toMatch(/Plan: \S/);
+    expect(text).toMatch(/Network: \S/);
+    expect(text).toMatch(/Policy period: \d{4}-\d{2}-\d{2} to \d{4}-\d{2}-\d{2}/);
+    expect(text).toContain(
+      'A GP referral is required for specialist visits (payer portal: is_gatekeeper = "Yes")',
+    );
+    expect(text).toContain('Checked: 2026-11-22 10:00 UTC');
+    const rows = (cer.text?.div.match(/<tr>/g) ?? []).length;
+    expect(rows).toBe((cer.insurance?.[0]?.item?.length ?? 0) + 1);
+    for (const ext of cer.extension ?? []) {
+      const message = ext.extension?.find((e) => e.url === 'message')?.valueString;
+      if (message) expect(text).toContain(`from the payer portal: "${message}"`);
+    }
+    // The order of the issue: outcome, policy, table, GP rule, warnings, checked.
+    const order = [
+      'Eligible',
+      'Payer:',
+      'Service category',
+      'GP referral',
+      'from the payer portal',
+      'Checked:',
+    ];
+    // Each part after the previous one (the disposition near the top may repeat a sentence).
+    let from = 0;
+    for (const part of order) {
+      const at = text.indexOf(part, from);
+      expect(at, part).toBeGreaterThanOrEqual(from);
+      from = at + part.length;
+    }
+  });
+
+  it('not eligible: says so with the payer reason', () => {
+    const cer = map('found-not-eligible');
+    expectNarrativeRules(cer);
+    const text = textOf(cer).trim();
+    expect(text.startsWith('Not eligible ')).toBe(true);
+    expect(text).toContain('Policy lapsed on 2026-10-31; renewal not received');
+    expect(text).toContain(
+      'The payer portal did not say whether a GP referral is required (is_gatekeeper = "Not Mentioned")',
+    );
+  });
+
+  it('found without a determination: no determination, nothing assumed', () => {
+    const cer = map('found-no-determination');
+    expectNarrativeRules(cer);
+    expect(textOf(cer).trim().startsWith('No determination ')).toBe(true);
+  });
+
+  it.each([
+    'member-not-found',
+    'invalid-credentials',
+    'tpa-not-configured',
+    'backoff',
+    'error',
+    'failed',
+    'task-failed',
+    'task-cancelled',
+    'unknown-outcome',
+  ])('%s: no determination and what to do next', (name) => {
+    const cer = map(name);
+    expect(cer.outcome).toBe('error');
+    expectNarrativeRules(cer);
+    const text = textOf(cer).trim();
+    expect(text.startsWith('No determination ')).toBe(true);
+    expect(text).toContain(cer.disposition ?? '');
+  });
+
+  it('queued, interim and still checking: since when', () => {
+    for (const cer of [queuedCer(ctx()), map('in-flight'), stillCheckingCer(ctx(), fixture('in-flight'))]) {
+      expect(cer.outcome).toBe('queued');
+      expectNarrativeRules(cer);
+      expect(textOf(cer).trim().startsWith('Still checking since 2026-11-22 10:00 UTC')).toBe(true);
+      expect(textOf(cer)).not.toContain('Checked:');
+    }
+  });
+
+  it('an adapter error (a guard): no determination with the adapter text', () => {
+    const cer = adapterErrorCer(ctx(), { code: 'payer-guard-credentials', text: 'Reset the payer login' });
+    expectNarrativeRules(cer);
+    expect(textOf(cer)).toContain('No determination Reset the payer login');
+  });
+
+  it('multi-card: the statement with card, package and network', () => {
+    const cer = map('multi-card');
+    expectNarrativeRules(cer);
+    expect(textOf(cer)).toMatch(
+      /The member holds \d+ cards; this is card \d+ \(package .+, network .+\)\. Other cards are not shown\./,
+    );
+  });
+
+  it('search-all: one section per payer that found the member, each with its policy', () => {
+    const cer = map('search-all-two-eligible', true);
+    expectNarrativeRules(cer);
+    const text = textOf(cer);
+    expect(text.trim().startsWith('Eligible at 2 payers')).toBe(true);
+    expect(text.match(/Payer: /g)?.length).toBe(cer.insurance?.length);
+    for (const name of [
+      'search-all-complete',
+      'search-all-none-found',
+      'search-all-processing',
+      'search-all-failed',
+    ]) {
+      expectNarrativeRules(map(name, true));
+    }
+  });
+
+  it('documents: listed with their stable adapter links', () => {
+    const cer = map('found-eligible-rich');
+    const links = (cer.contained ?? []).flatMap((r) =>
+      r.resourceType === 'DocumentReference' && /^(document-\d+|screenshot)$/.test(r.id ?? '')
+        ? [(r as DocumentReference).content[0]?.attachment.url]
+        : [],
+    );
+    expect(links.length).toBeGreaterThan(0);
+    for (const url of links) expect(cer.text?.div).toContain(`href="${url}"`);
+  });
+});
+
+describe('upstream text in the narrative', () => {
+  it('escapes <, &, quotes and apostrophes, and stays valid FHIR', () => {
+    const hostile = `<script>alert("x")</script> & 'quoted' <b onclick="y">`;
+    const envelope = fixture('found-not-eligible');
+    const data = envelope.eligibility_result?.data_dump?.data;
+    if (!data?.policy_network) throw new Error('fixture changed');
+    data.failure_reason = hostile;
+    data.policy_network.payer_name = `Payer <&> "Q"`;
+    data.policy_network.policy_plan_name = `Plan 'A' & <B>`;
+    data.warning_messages = [{ message: `Card <expired> & "blocked"`, message_type: 'warning' }];
+    const cer = mapEnvelope(envelope, ctx());
+    expectNarrativeRules(cer);
+    const div = cer.text?.div ?? '';
+    expect(div).not.toContain('<script');
+    expect(div).not.toMatch(/<[^>]*onclick/);
+    expect(div).toContain('&lt;script&gt;alert(&quot;x&quot;)&lt;/script&gt; &amp; &#39;quoted&#39;');
+    const text = textOf(cer);
+    expect(text).toContain(hostile);
+    expect(text).toContain(`Plan: Plan 'A' & <B>`);
+    expect(text).toContain(`"Card <expired> & "blocked""`);
+  });
+
+  it('escapeXml leaves other text alone (Arabic included)', () => {
+    expect(escapeXml('محمد & <علي>')).toBe('محمد &amp; &lt;علي&gt;');
+  });
+});
+
+describe('stored CERs from before narratives', () => {
+  it('withNarrative adds the same narrative the mapper builds, placed after id and meta', () => {
+    const mapped = map('found-eligible-rich');
+    const { text: _text, ...old } = mapped;
+    const added = withNarrative({ ...old, meta: { versionId: '3' } });
+    expect(Object.keys(added).slice(0, 4)).toEqual(['resourceType', 'id', 'meta', 'text']);
+    expect(added.text).toEqual(narrativeOf(old));
+    expect(added.text).toEqual(mapped.text);
+    expectValidFhir(added);
+  });
+});
