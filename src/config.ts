@@ -19,7 +19,15 @@ export interface Tenant {
   upstream: { apiKey: string; clinicId: string; clientId: string };
   practiceId: string;
   maxInFlight: number;
+  /**
+   * How long a final found-member answer is answered again instead of a new check (minutes; 0 =
+   * never; absent = DEFAULT_REUSE_WINDOW_MINUTES). docs/batch-and-reuse.md.
+   */
+  reuseWindowMinutes?: number;
 }
+
+/** The reuse window of a tenant that does not set one (docs/batch-and-reuse.md). */
+export const DEFAULT_REUSE_WINDOW_MINUTES = 240;
 
 export interface Config {
   port: number;
@@ -150,6 +158,7 @@ const tenantsSchema = (env: NodeJS.ProcessEnv) =>
           }),
           practiceId: secretRef(env).pipe(z.string().min(1)),
           maxInFlight: z.number().int().min(1).max(1000).default(3),
+          reuseWindowMinutes: z.number().int().min(0).max(10_080).default(DEFAULT_REUSE_WINDOW_MINUTES),
         }),
       )
       .min(1),
@@ -183,6 +192,7 @@ function loadTenants(file: string, env: NodeJS.ProcessEnv): Tenant[] {
       upstream: t.upstream,
       practiceId: t.practiceId,
       maxInFlight: t.maxInFlight,
+      reuseWindowMinutes: t.reuseWindowMinutes,
     };
   });
 }
@@ -199,6 +209,7 @@ function sandboxTenant(): Tenant {
     },
     practiceId: 'SANDBOX-PRACTICE',
     maxInFlight: 3,
+    reuseWindowMinutes: DEFAULT_REUSE_WINDOW_MINUTES,
   };
 }
 

@@ -7,6 +7,8 @@
  */
 import { SLOT_STATES } from './check-store.js';
 import type {
+  Batch,
+  BatchEntry,
   Check,
   CheckPatch,
   CheckStore,
@@ -164,6 +166,55 @@ export class SqlStore implements CheckStore {
     return this.driver.run('snapshot', this.searching(tenantId, filters, page));
   }
 
+  async findReusable(tenantId: string, reuseKey: string, answeredSince: number): Promise<Check | null> {
+    // checks_reuse_idx (migration 8): the tenant's rows of this key, newest answer first.
+    const [row] = await this.rows(
+      `SELECT * FROM checks WHERE tenant_id = $1 AND reuse_key = $2 AND updated_at >= $3
+         AND state = 'done' AND outcome IN ('complete', 'partial')
+       ORDER BY updated_at DESC, id DESC LIMIT 1`,
+      [tenantId, reuseKey, answeredSince],
+    );
+    return row ? this.toCheck(row) : null;
+  }
+
+  async countQueue(tenantId: string): Promise<{ waiting: number; inFlight: number }> {
+    const rows = await this.rows(
+      `SELECT state, COUNT(*) AS count FROM checks
+       WHERE tenant_id = $1 AND state IN ('waiting', ${SLOT_STATES_SQL.slice(1, -1)}) GROUP BY state`,
+      [tenantId],
+    );
+    let waiting = 0;
+    let inFlight = 0;
+    for (const row of rows) {
+      if (text(row, 'state') === 'waiting') waiting += int(row, 'count');
+      else inFlight += int(row, 'count');
+    }
+    return { waiting, inFlight };
+  }
+
+  async insertBatch(batch: Batch): Promise<void> {
+    await this.driver.run(
+      'write',
+      one(
+        `INSERT INTO batches (id, tenant_id, entries, created_at) VALUES ($1, $2, ${this.dialect.json('$3')}, $4)`,
+        [batch.id, batch.tenantId, JSON.stringify(batch.entries), batch.createdAt],
+      ),
+    );
+  }
+
+  async getBatch(tenantId: string, id: string): Promise<Batch | null> {
+    const [row] = await this.rows('SELECT * FROM batches WHERE tenant_id = $1 AND id = $2', [tenantId, id]);
+    if (!row) return null;
+    // Written only by insertBatch from a typed value.
+    const entries = this.dialect.readJson(row.entries) as BatchEntry[];
+    return {
+      id: text(row, 'id'),
+      tenantId: text(row, 'tenant_id'),
+      entries,
+      createdAt: int(row, 'created_at'),
+    };
+  }
+
   async getGuard(tenantId: string, payerCode: string): Promise<Guard | null> {
     // Compared as guardPayer() writes them, so rows stored before it (as the client spelled the
     // code) still count; a credentials guard first.
@@ -218,7 +269,10 @@ export class SqlStore implements CheckStore {
   async purgeBefore(updatedBefore: number): Promise<number> {
     // Only finished checks: purging an unfinished one would lose a check a client is still waiting for.
     const sql = `DELETE FROM checks WHERE state = 'done' AND updated_at < $1`;
-    return (await this.driver.run('single', one(sql, [updatedBefore]))).changed;
+    const purged = (await this.driver.run('single', one(sql, [updatedBefore]))).changed;
+    // A batch is kept as long as the checks it lists may be (its entries name them by id).
+    await this.driver.run('single', one('DELETE FROM batches WHERE created_at < $1', [updatedBefore]));
+    return purged;
   }
 
   // ---- the work of each call --------------------------------------------------------------
