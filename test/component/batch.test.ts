@@ -5,7 +5,12 @@
  * with one create-task each; progress and search by batch; 501 entries are refused and nothing is
  * stored.
  */
-import type { Bundle, CoverageEligibilityRequest, CoverageEligibilityResponse } from 'fhir/r4.js';
+import type {
+  Bundle,
+  CoverageEligibilityRequest,
+  CoverageEligibilityResponse,
+  OperationOutcome,
+} from 'fhir/r4.js';
 import request from 'supertest';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { expectValidFhir } from '../support/fhir.js';
@@ -103,17 +108,12 @@ describe('batch', () => {
         expect(entry.response?.location).toMatch(/\/fhir\/CoverageEligibilityResponse\/[0-9a-f-]+$/);
         expect(entry.resource?.resourceType).toBe('CoverageEligibilityResponse');
       }
+      const issueOf = (i: number) => (bundle.entry![i]!.response!.outcome as OperationOutcome).issue[0];
       expect(bundle.entry![29]!.response!.location).toBe(bundle.entry![0]!.response!.location);
-      expect(bundle.entry![5]!.response!.outcome?.issue[0]?.expression).toEqual([
-        'Bundle.entry[5].request.method',
-      ]);
-      expect(bundle.entry![11]!.response!.outcome?.issue[0]?.expression).toEqual([
-        'Bundle.entry[11].request.url',
-      ]);
-      expect(bundle.entry![23]!.response!.outcome?.issue[0]?.expression).toEqual([
-        'CoverageEligibilityRequest.insurer',
-      ]);
-      expect(bundle.entry![35]!.response!.outcome?.issue[0]?.code).toBe('conflict');
+      expect(issueOf(5)?.expression).toEqual(['Bundle.entry[5].request.method']);
+      expect(issueOf(11)?.expression).toEqual(['Bundle.entry[11].request.url']);
+      expect(issueOf(23)?.expression).toEqual(['CoverageEligibilityRequest.insurer']);
+      expect(issueOf(35)?.code).toBe('conflict');
       const uniqueChecks = new Set(good.map((e) => e.response!.location)).size;
       expect(uniqueChecks).toBe(34);
 

@@ -5,7 +5,7 @@
  * OperationOutcome, with no upstream call and nothing stored. The OperationDefinitions are
  * published and named by the CapabilityStatement.
  */
-import type { Bundle, CapabilityStatement, OperationOutcome } from 'fhir/r4.js';
+import type { Bundle, CapabilityStatement, OperationOutcome, Patient } from 'fhir/r4.js';
 import request from 'supertest';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { expectValidFhir } from '../support/fhir.js';
@@ -64,8 +64,8 @@ describe('$validate', () => {
 
   it('bad requests: the errors $submit gives, with the same codes and expressions', async () => {
     const noPatientId = eligibilityRequest({ emiratesId: '784-1987-5550002-1' });
-    const patient = noPatientId.contained?.find((r) => r.resourceType === 'Patient');
-    if (patient?.resourceType === 'Patient') delete patient.identifier;
+    const patient = noPatientId.contained?.find((r) => r.resourceType === 'Patient') as Patient;
+    delete patient.identifier;
     const bodies: unknown[] = [
       noPatientId,
       { resourceType: 'CoverageEligibilityRequest', status: 'nonsense' },
