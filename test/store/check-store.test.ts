@@ -22,6 +22,7 @@ import type {
   SearchPage,
 } from '../../src/checks/store/check-store.js';
 import { SLOT_STATES } from '../../src/checks/store/check-store.js';
+import { reuseKeyOf } from '../../src/checks/store/rows.js';
 import { testDatabaseUrl } from '../support/postgres.js';
 import { upstreamTaskRequest } from '../support/requests.js';
 
@@ -892,6 +893,71 @@ describe.each([sqliteBackend(), postgresBackend()])('CheckStore on $name', (back
     expect(await store.get('tenant-a', oldOpen!.id)).not.toBeNull();
     expect(await store.listGuards()).toHaveLength(1);
     expect(await store.purgeBefore(T0 + 1000)).toBe(0);
+  });
+
+  // Issue 17 (docs/batch-and-reuse.md): the reuse lookup, the queue count and batches.
+  it('findReusable: the newest done complete/partial check of the tenant and key, answered since the time given', async () => {
+    const store = await storeOn();
+    const key = reuseKeyOf(newCheck());
+    expect(key).toBe('DAMAN|OUTPATIENT|urn:eid|784-1990-1234567-1');
+    const [older, newer, errored, otherTenant, open] = await insertAll(store, [
+      {},
+      {},
+      {},
+      { tenantId: 'tenant-b' },
+      {},
+    ]);
+    const claimed = new Map((await store.claimDue(claimOptions('o', T0))).map((c) => [c.id, c]));
+    await finish(store, claimed.get(older!.id)!, 'o', T0 + 100);
+    await finish(store, claimed.get(newer!.id)!, 'o', T0 + 200);
+    await finish(store, claimed.get(otherTenant!.id)!, 'o', T0 + 300);
+    const failed = claimed.get(errored!.id)!;
+    await store.update(
+      failed.id,
+      'o',
+      { state: 'done', cer: cerWith(failed, 'error'), outcome: 'error' },
+      T0 + 400,
+    );
+    expect((await store.findReusable('tenant-a', key!, T0))?.id).toBe(newer!.id);
+    expect(await store.findReusable('tenant-a', key!, T0 + 201)).toBeNull();
+    expect(await store.findReusable('tenant-a', 'NAS|OUTPATIENT|urn:eid|784-1990-1234567-1', T0)).toBeNull();
+    expect((await store.findReusable('tenant-b', key!, T0))?.id).toBe(otherTenant!.id);
+    expect(open!.state).toBe('waiting');
+    // No patient identifier: no key.
+    expect(reuseKeyOf(newCheck({ patientKey: null }))).toBeNull();
+  });
+
+  it("countQueue counts a tenant's waiting and slot-holding checks", async () => {
+    const store = await storeOn();
+    await insertAll(store, [{}, {}, {}, { tenantId: 'tenant-b' }]);
+    await store.claimDue(claimOptions('o', T0, { maxInFlight: () => 1 }));
+    expect(await store.countQueue('tenant-a')).toEqual({ waiting: 2, inFlight: 1 });
+    expect(await store.countQueue('tenant-b')).toEqual({ waiting: 0, inFlight: 1 });
+    expect(await store.countQueue('tenant-c')).toEqual({ waiting: 0, inFlight: 0 });
+  });
+
+  it('stores a batch, reads it back for its tenant only, and purges it with retention', async () => {
+    const store = await storeOn();
+    const entries = [
+      { checkId: 'c1' },
+      {
+        status: 422,
+        outcome: {
+          resourceType: 'OperationOutcome' as const,
+          issue: [{ severity: 'error' as const, code: 'required' as const }],
+        },
+      },
+    ];
+    await store.insertBatch({ id: 'b1', tenantId: 'tenant-a', entries, createdAt: T0 });
+    expect(await store.getBatch('tenant-a', 'b1')).toEqual({
+      id: 'b1',
+      tenantId: 'tenant-a',
+      entries,
+      createdAt: T0,
+    });
+    expect(await store.getBatch('tenant-b', 'b1')).toBeNull();
+    await store.purgeBefore(T0 + 1);
+    expect(await store.getBatch('tenant-a', 'b1')).toBeNull();
   });
 });
 
