@@ -23,7 +23,7 @@ const MAX_IN_FLIGHT = 2;
 let h: Harness;
 
 beforeAll(async () => {
-  h = await startHarness({ maxInFlight: MAX_IN_FLIGHT });
+  h = await startHarness({ maxInFlight: MAX_IN_FLIGHT, reuseWindowMinutes: 240 });
 });
 afterAll(async () => {
   await h.stop();

@@ -19,7 +19,7 @@ const counts = { create: 0, poll: 0 };
 let h: Harness;
 
 beforeAll(async () => {
-  h = await startHarness({ overrides: { upstream: countingUpstream(counts) } });
+  h = await startHarness({ reuseWindowMinutes: 240, overrides: { upstream: countingUpstream(counts) } });
 });
 afterAll(async () => {
   await h.stop();

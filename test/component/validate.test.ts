@@ -22,7 +22,11 @@ const counts = { create: 0, poll: 0 };
 let h: Harness;
 
 beforeAll(async () => {
-  h = await startHarness({ maxInFlight: 1, overrides: { upstream: countingUpstream(counts) } });
+  h = await startHarness({
+    maxInFlight: 1,
+    reuseWindowMinutes: 240,
+    overrides: { upstream: countingUpstream(counts) },
+  });
 });
 afterAll(async () => {
   await h.stop();
