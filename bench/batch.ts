@@ -54,7 +54,6 @@ async function main() {
     TENANTS_FILE: writeTenantsFile(dir, 1, UPSTREAM_KEY, MAX_IN_FLIGHT),
     DATABASE_URL: pgStore?.url ?? `sqlite:${join(dir, 'adapter.db')}`,
     POLL_INTERVAL_MS: '100',
-    LOG_LEVEL: 'warn',
   });
   const headers = { ...tenantAuth(0), 'Content-Type': 'application/fhir+json' };
   const post = async (body: string) => {

@@ -167,9 +167,11 @@ export class SqlStore implements CheckStore {
   }
 
   async findReusable(tenantId: string, reuseKey: string, answeredSince: number): Promise<Check | null> {
-    // checks_reuse_idx (migration 8): the tenant's rows of this key, newest answer first.
+    // checks_reuse_idx (migration 8): the tenant's rows of this key, newest answer first. SQLite
+    // is told the index: without statistics it would take checks_purge_idx and walk every done
+    // row of the window (a 500-entry batch then slowed with each batch stored before it).
     const [row] = await this.rows(
-      `SELECT * FROM checks WHERE tenant_id = $1 AND reuse_key = $2 AND updated_at >= $3
+      `SELECT * FROM checks${this.dialect.indexedBy('checks_reuse_idx')} WHERE tenant_id = $1 AND reuse_key = $2 AND updated_at >= $3
          AND state = 'done' AND outcome IN ('complete', 'partial')
        ORDER BY updated_at DESC, id DESC LIMIT 1`,
       [tenantId, reuseKey, answeredSince],
