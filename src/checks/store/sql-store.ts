@@ -59,6 +59,13 @@ const OVERDUE_LIMIT = 500;
 const SLOT_STATES_SQL = `(${SLOT_STATES.map((state) => `'${state}'`).join(', ')})`;
 /** A due row that is not leased: the condition of every claim query, `now` being $1. */
 const DUE = 'next_run_at <= $1 AND (lease_until IS NULL OR lease_until <= $1)';
+/**
+ * A row in SLOT_STATES that holds a tenant slot: all but a search-all whose upstream task is
+ * terminal. A search-all holds its slot until its task is terminal or the search is complete,
+ * whichever comes first (docs/lifecycle.md); after a terminal task it is still polled for the
+ * payers that answer late, without a slot (the portal sessions of the task are over).
+ */
+const HOLDS_SLOT = `NOT (is_search_all = TRUE AND COALESCE(upstream_status, '') IN ('PROCESS_COMPLETE', 'CANCELLED', 'FAILED'))`;
 const CLAIMED = 'id, next_run_at, created_at';
 
 function* one(sql: string, params: readonly unknown[] = []): Work<Result> {
@@ -182,7 +189,8 @@ export class SqlStore implements CheckStore {
   async countQueue(tenantId: string): Promise<{ waiting: number; inFlight: number }> {
     const rows = await this.rows(
       `SELECT state, COUNT(*) AS count FROM checks
-       WHERE tenant_id = $1 AND state IN ('waiting', ${SLOT_STATES_SQL.slice(1, -1)}) GROUP BY state`,
+       WHERE tenant_id = $1 AND state IN ('waiting', ${SLOT_STATES_SQL.slice(1, -1)}) AND ${HOLDS_SLOT}
+       GROUP BY state`,
       [tenantId],
     );
     let waiting = 0;
@@ -322,7 +330,7 @@ export class SqlStore implements CheckStore {
       if (lock) yield lock;
       // Counted after the lock: it sees every promotion committed before.
       const [busy] = yield* query(
-        `SELECT COUNT(*) AS count FROM checks WHERE tenant_id = $1 AND state IN ${SLOT_STATES_SQL}`,
+        `SELECT COUNT(*) AS count FROM checks WHERE tenant_id = $1 AND state IN ${SLOT_STATES_SQL} AND ${HOLDS_SLOT}`,
         [tenantId],
       );
       const free = Math.min(options.maxInFlight(tenantId) - (busy ? int(busy, 'count') : 0), limit);
