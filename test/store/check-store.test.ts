@@ -936,6 +936,25 @@ describe.each([sqliteBackend(), postgresBackend()])('CheckStore on $name', (back
     expect(await store.countQueue('tenant-c')).toEqual({ waiting: 0, inFlight: 0 });
   });
 
+  it('a search-all whose upstream task is terminal holds no slot (claims and countQueue)', async () => {
+    const store = await storeOn();
+    const search = (await store.insert({ ...newCheck(), isSearchAll: true })).check;
+    const single = (await store.insert(newCheck({ now: T0 + 1 }))).check;
+    const at = (now: number, owner: string) => claimOptions(owner, now, { maxInFlight: () => 1 });
+    expect((await store.claimDue(at(T0 + 2, 'o1'))).map((c) => c.id)).toEqual([search.id]);
+    // In flight at the portal: the slot is held, the single check waits.
+    const polling = { state: 'polling' as const, upstreamStatus: 'NAVIGATING_WEBSITE', nextRunAt: T0 + 10 };
+    await store.update(search.id, 'o1', polling, T0 + 3, undefined, { release: true });
+    expect(await store.claimDue(at(T0 + 4, 'o2'))).toEqual([]);
+    expect(await store.countQueue('tenant-a')).toEqual({ waiting: 1, inFlight: 1 });
+    // Task terminal, search still processing: the slot is free.
+    expect((await store.claimDue(at(T0 + 10, 'o3'))).map((c) => c.id)).toEqual([search.id]);
+    const terminal = { upstreamStatus: 'PROCESS_COMPLETE', nextRunAt: T0 + 1e9 };
+    await store.update(search.id, 'o3', terminal, T0 + 11, undefined, { release: true });
+    expect(await store.countQueue('tenant-a')).toEqual({ waiting: 1, inFlight: 0 });
+    expect((await store.claimDue(at(T0 + 12, 'o4'))).map((c) => c.id)).toEqual([single.id]);
+  });
+
   it('stores a batch, reads it back for its tenant only, and purges it with retention', async () => {
     const store = await storeOn();
     const entries = [
