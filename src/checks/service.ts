@@ -71,8 +71,11 @@ export class CheckService {
     if (windowMs <= 0 || key === null) return null;
     const found = await this.store.findReusable(tenant.id, key, this.options.now() - windowMs);
     if (!found) return null;
+    // The newest answer decides: a newer error or member-not-found is never skipped for an older
+    // found answer.
     const answer = found.answer;
     const foundMember =
+      (found.outcome === 'complete' || found.outcome === 'partial') &&
       (answer === null || (answer.status < 300 && answer.outcome === undefined)) &&
       (found.cer.insurance?.length ?? 0) > 0;
     return foundMember ? found : null;

@@ -896,7 +896,7 @@ describe.each([sqliteBackend(), postgresBackend()])('CheckStore on $name', (back
   });
 
   // Issue 17 (docs/batch-and-reuse.md): the reuse lookup, the queue count and batches.
-  it('findReusable: the newest done complete/partial check of the tenant and key, answered since the time given', async () => {
+  it('findReusable: the newest done check of the tenant and key, answered since the time given', async () => {
     const store = await storeOn();
     const key = reuseKeyOf(newCheck());
     expect(key).toBe('DAMAN|OUTPATIENT|urn:eid|784-1990-1234567-1');
@@ -918,10 +918,13 @@ describe.each([sqliteBackend(), postgresBackend()])('CheckStore on $name', (back
       { state: 'done', cer: cerWith(failed, 'error'), outcome: 'error' },
       T0 + 400,
     );
-    expect((await store.findReusable('tenant-a', key!, T0))?.id).toBe(newer!.id);
-    expect(await store.findReusable('tenant-a', key!, T0 + 201)).toBeNull();
-    expect(await store.findReusable('tenant-a', 'NAS|OUTPATIENT|urn:eid|784-1990-1234567-1', T0)).toBeNull();
+    // The tenant's own rows only.
     expect((await store.findReusable('tenant-b', key!, T0))?.id).toBe(otherTenant!.id);
+    // The newest answer, whatever its outcome (the caller reuses only a found member).
+    expect((await store.findReusable('tenant-a', key!, T0))?.id).toBe(errored!.id);
+    expect((await store.findReusable('tenant-a', key!, T0 + 400))?.outcome).toBe('error');
+    expect(await store.findReusable('tenant-a', key!, T0 + 401)).toBeNull();
+    expect(await store.findReusable('tenant-a', 'NAS|OUTPATIENT|urn:eid|784-1990-1234567-1', T0)).toBeNull();
     expect(open!.state).toBe('waiting');
     // No patient identifier: no key.
     expect(reuseKeyOf(newCheck({ patientKey: null }))).toBeNull();

@@ -299,9 +299,10 @@ export interface CheckStore {
   ): Promise<{ total: number | undefined; checks: Check[] }>;
 
   /**
-   * The newest done check of a tenant with a found-member CER (outcome complete or partial) for a
-   * reuse key (rows.ts reuseKeyOf), answered (updatedAt) at or after `answeredSince`; null when
-   * none. The caller still checks the stored answer (docs/batch-and-reuse.md).
+   * The newest done check of a tenant for a reuse key (rows.ts reuseKeyOf), answered (updatedAt)
+   * at or after `answeredSince`, whatever its outcome; null when none. The caller decides whether
+   * it may be reused: only when the newest answer is a found member, so a newer error or
+   * member-not-found is never skipped for an older found answer (docs/batch-and-reuse.md).
    */
   findReusable(tenantId: string, reuseKey: string, answeredSince: number): Promise<Check | null>;
   /** A tenant's checks waiting for a slot, and in a slot, now (the dry run's queue report). */

@@ -179,7 +179,7 @@ export class SqlStore implements CheckStore {
     // row of the window (a 500-entry batch then slowed with each batch stored before it).
     const [row] = await this.rows(
       `SELECT * FROM checks${this.dialect.indexedBy('checks_reuse_idx')} WHERE tenant_id = $1 AND reuse_key = $2 AND updated_at >= $3
-         AND state = 'done' AND outcome IN ('complete', 'partial')
+         AND state = 'done'
        ORDER BY updated_at DESC, id DESC LIMIT 1`,
       [tenantId, reuseKey, answeredSince],
     );
