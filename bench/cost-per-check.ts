@@ -114,7 +114,12 @@ async function submitAll(url: string, count: number): Promise<{ tenant: number; 
         const tenant = (i + j) % TENANTS;
         const res = await fetch(`${url}/fhir/CoverageEligibilityRequest/$submit`, {
           method: 'POST',
-          headers: { ...tenantAuth(tenant), 'Content-Type': 'application/fhir+json' },
+          // One patient for every check, each a real one: no reuse of a recent answer.
+          headers: {
+            ...tenantAuth(tenant),
+            'Content-Type': 'application/fhir+json',
+            'Cache-Control': 'no-cache',
+          },
           body: JSON.stringify(eligibilityRequest({ emiratesId: '784-1990-0000001-1' })),
         });
         await res.arrayBuffer();

@@ -24,7 +24,15 @@ export interface Tenant {
    * or empty: the tenant cannot subscribe (no request goes to an address it did not register).
    */
   subscriptionEndpoints?: string[];
+  /**
+   * How long a final found-member answer is answered again instead of a new check (minutes; 0 =
+   * never; absent = DEFAULT_REUSE_WINDOW_MINUTES). docs/batch-and-reuse.md.
+   */
+  reuseWindowMinutes?: number;
 }
+
+/** The reuse window of a tenant that does not set one (docs/batch-and-reuse.md). */
+export const DEFAULT_REUSE_WINDOW_MINUTES = 240;
 
 export interface Config {
   port: number;
@@ -172,6 +180,7 @@ const tenantsSchema = (env: NodeJS.ProcessEnv) =>
           practiceId: secretRef(env).pipe(z.string().min(1)),
           maxInFlight: z.number().int().min(1).max(1000).default(3),
           subscriptionEndpoints: z.array(subscriptionEndpoint).max(50).optional(),
+          reuseWindowMinutes: z.number().int().min(0).max(10_080).default(DEFAULT_REUSE_WINDOW_MINUTES),
         }),
       )
       .min(1),
@@ -206,6 +215,7 @@ function loadTenants(file: string, env: NodeJS.ProcessEnv): Tenant[] {
       practiceId: t.practiceId,
       maxInFlight: t.maxInFlight,
       ...(t.subscriptionEndpoints ? { subscriptionEndpoints: t.subscriptionEndpoints } : {}),
+      reuseWindowMinutes: t.reuseWindowMinutes,
     };
   });
 }
@@ -222,6 +232,7 @@ function sandboxTenant(): Tenant {
     },
     practiceId: 'SANDBOX-PRACTICE',
     maxInFlight: 3,
+    reuseWindowMinutes: DEFAULT_REUSE_WINDOW_MINUTES,
   };
 }
 

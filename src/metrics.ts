@@ -50,6 +50,12 @@ export function createMetrics(store: CheckStore): Metrics {
     labelNames: ['tenant', 'outcome'] as const,
     registers: [registry],
   });
+  const reused = new client.Counter({
+    name: 'checks_reused_total',
+    help: 'Recent answers given again instead of a new check, by tenant (docs/batch-and-reuse.md)',
+    labelNames: ['tenant'] as const,
+    registers: [registry],
+  });
   new client.Gauge({
     name: 'checks',
     help: 'Stored checks by tenant, state and CER outcome',
@@ -113,6 +119,7 @@ export function createMetrics(store: CheckStore): Metrics {
     onLifecycle(event) {
       if (event.type === 'poll') pollLag.observe(event.lateMs / 1000);
       if (event.type === 'done') finished.inc({ tenant: event.tenantId, outcome: event.outcome });
+      if (event.type === 'reuse') reused.inc({ tenant: event.tenantId });
     },
     deliveries: {
       sent: (type) => notificationsSent.inc({ type }),

@@ -62,7 +62,9 @@ export interface LifecycleDeps {
 export type LifecycleEvent =
   | { type: 'create'; tenantId: string; result: string }
   | { type: 'poll'; tenantId: string; result: string; lateMs: number }
-  | { type: 'done'; tenantId: string; outcome: string };
+  | { type: 'done'; tenantId: string; outcome: string }
+  /** A recent answer was given again instead of a new check (docs/batch-and-reuse.md). */
+  | { type: 'reuse'; tenantId: string };
 
 /**
  * Upper bound of the backoff after repeated failed polls. A poll only reads a task (no portal

@@ -4,7 +4,7 @@
  */
 import { decideAnswer } from '../mapping/response/answer.js';
 import { randomUUID } from 'node:crypto';
-import type { Tenant } from '../config.js';
+import { DEFAULT_REUSE_WINDOW_MINUTES, type Tenant } from '../config.js';
 import type { CheckInput } from '../mapping/types.js';
 import { adapterErrorCer, queuedCer } from '../mapping/response/index.js';
 import { OperationOutcomeError, outcome } from '../fhir/outcomes.js';
@@ -15,6 +15,7 @@ import type { LifecycleEvent } from './lifecycle.js';
 import type { Scheduler } from './scheduler.js';
 import { guardRefusal } from './guards.js';
 import { isAnswered } from './store/check-store.js';
+import { reuseKeyOf } from './store/rows.js';
 import type { Check, CheckStore, NewCheck } from './store/check-store.js';
 
 export interface CheckServiceOptions {
@@ -35,8 +36,71 @@ export class CheckService {
     private readonly options: CheckServiceOptions,
   ) {}
 
-  /** Stores a new check, or returns the existing one with the same identifier (idempotency). */
-  async accept(tenant: Tenant, input: CheckInput): Promise<{ check: Check; created: boolean }> {
+  /**
+   * Stores a new check, or returns the existing one with the same identifier (idempotency), or a
+   * recent found-member answer to the same question (reuse, docs/batch-and-reuse.md). The
+   * identifier takes precedence: a request whose identifier is already stored gets that check,
+   * never a reused one.
+   */
+  async accept(
+    tenant: Tenant,
+    input: CheckInput,
+    allowance: ReuseAllowance = {},
+  ): Promise<{ check: Check; created: boolean; reused?: boolean }> {
+    const reusable = await this.reusableFor(tenant, input, allowance);
+    if (reusable && !(await this.existingFor(tenant, input))) {
+      this.options.onEvent?.({ type: 'reuse', tenantId: tenant.id });
+      return { check: reusable, created: false, reused: true };
+    }
+    return this.insert(tenant, input);
+  }
+
+  /**
+   * The answer $submit would give again instead of a new check: the tenant's newest done check
+   * with a found-member CER (complete or partial, 200, at least one insurance) for the same payer,
+   * visit type and patient identifier, answered within the tenant's reuseWindowMinutes (narrowed
+   * by Cache-Control max-age; none with no-cache). Null when there is none.
+   */
+  async reusableFor(
+    tenant: Tenant,
+    input: CheckInput,
+    allowance: ReuseAllowance = {},
+  ): Promise<Check | null> {
+    const windowMs = reuseWindowMs(tenant, allowance);
+    const key = reuseKeyOf({ ...input, upstreamRequest: input.upstream });
+    if (windowMs <= 0 || key === null) return null;
+    const found = await this.store.findReusable(tenant.id, key, this.options.now() - windowMs);
+    if (!found) return null;
+    // The newest answer decides: a newer error or member-not-found is never skipped for an older
+    // found answer.
+    const answer = found.answer;
+    const foundMember =
+      (found.outcome === 'complete' || found.outcome === 'partial') &&
+      (answer === null || (answer.status < 300 && answer.outcome === undefined)) &&
+      (found.cer.insurance?.length ?? 0) > 0;
+    return foundMember ? found : null;
+  }
+
+  /** The tenant's check stored with the same request identifier (the idempotency key), if any. */
+  async existingFor(tenant: Tenant, input: CheckInput): Promise<Check | null> {
+    const key = input.idempotencyKey;
+    const value = input.requestIdentifierValue;
+    if (key === null || value == null) return null;
+    const system = key.slice(0, key.length - value.length - 1);
+    const { checks } = await this.store.search(
+      tenant.id,
+      { requestIdentifier: [[{ system, value }]] },
+      { count: 1, offset: 0, total: false },
+    );
+    return checks[0] ?? null;
+  }
+
+  /** Whether an existing check answers the same question as an input with its identifier. */
+  static sameCheck(existing: Check, input: CheckInput): boolean {
+    return sameCheck(existing, input);
+  }
+
+  private async insert(tenant: Tenant, input: CheckInput): Promise<{ check: Check; created: boolean }> {
     const timeout = input.isSearchAll ? this.options.searchAllTimeoutMs : this.options.checkTimeoutMs;
     const now = this.options.now();
     // An open payer guard (after invalid_credentials or a portal backoff) answers at once, even
@@ -117,6 +181,23 @@ export class CheckService {
       this.scheduler.events.on('changed', onChange);
     });
   }
+}
+
+/** What the client's Cache-Control allows of a reuse (docs/batch-and-reuse.md). */
+export interface ReuseAllowance {
+  /** `no-cache`: always a new check. */
+  noCache?: boolean;
+  /** `max-age=N`: only an answer at most N seconds old. */
+  maxAgeSeconds?: number;
+}
+
+/** How old (ms) a reused answer may be for a tenant and a request; 0 = no reuse. */
+export function reuseWindowMs(tenant: Tenant, allowance: ReuseAllowance = {}): number {
+  if (allowance.noCache) return 0;
+  const windowMs = (tenant.reuseWindowMinutes ?? DEFAULT_REUSE_WINDOW_MINUTES) * 60_000;
+  return allowance.maxAgeSeconds === undefined
+    ? windowMs
+    : Math.min(windowMs, allowance.maxAgeSeconds * 1000);
 }
 
 /** Whether an existing check answers the same question as a new input with its identifier. */

@@ -44,46 +44,55 @@ export const negotiate: RequestHandler = (req, _res, next) => {
   next();
 };
 
-const jsonParser = express.json({
-  limit: INPUT_LIMITS.bodyBytes,
-  strict: false,
-  type: [FHIR_JSON, 'application/json', 'application/*+json'],
-  // Before JSON.parse: a deeply nested body is refused on a scan of its bytes.
-  verify: (_req, _res, raw) => checkRawDepth(raw),
-});
+const jsonParserOf = (limit: number) =>
+  express.json({
+    limit,
+    strict: false,
+    type: [FHIR_JSON, 'application/json', 'application/*+json'],
+    // Before JSON.parse: a deeply nested body is refused on a scan of its bytes.
+    verify: (_req, _res, raw) => checkRawDepth(raw),
+  });
 
 /**
  * Parses a FHIR JSON body within the input limits (src/http/input-limits.ts); a body of any other
  * content type is 415.
  */
-export const fhirBody: RequestHandler = (req, res, next) => {
-  const length = Number(req.headers['content-length'] ?? '0');
-  const hasBody = length > 0 || req.headers['transfer-encoding'] !== undefined;
-  if (hasBody && !req.is([FHIR_JSON, 'application/json', 'application/*+json'])) {
-    next(unsupportedMediaType(String(req.headers['content-type'] ?? 'none')));
-    return;
-  }
-  // FHIR JSON is UTF-8 (https://hl7.org/fhir/R4/json.html): another charset is refused before the
-  // body is read, so the depth scan of its bytes (UTF-8 only) can never be walked around.
-  const charset = /;\s*charset\s*=\s*"?([^";\s]+)/i.exec(String(req.headers['content-type'] ?? ''))?.[1];
-  if (hasBody && charset !== undefined && !/^utf-?8$/i.test(charset)) {
-    next(unsupportedMediaType(String(req.headers['content-type'])));
-    return;
-  }
-  jsonParser(req, res, (error?: unknown) => {
-    if (error !== undefined) {
-      next(error);
+export const fhirBody: RequestHandler = fhirBodyWithin(INPUT_LIMITS.bodyBytes);
+
+/** fhirBody for a batch Bundle (POST /fhir): the same limits but the body size (batchBodyBytes). */
+export const batchBody: RequestHandler = fhirBodyWithin(INPUT_LIMITS.batchBodyBytes);
+
+function fhirBodyWithin(limit: number): RequestHandler {
+  const jsonParser = jsonParserOf(limit);
+  return (req, res, next) => {
+    const length = Number(req.headers['content-length'] ?? '0');
+    const hasBody = length > 0 || req.headers['transfer-encoding'] !== undefined;
+    if (hasBody && !req.is([FHIR_JSON, 'application/json', 'application/*+json'])) {
+      next(unsupportedMediaType(String(req.headers['content-type'] ?? 'none')));
       return;
     }
-    try {
-      checkParsedLimits(req.body);
-    } catch (limitError) {
-      next(limitError);
+    // FHIR JSON is UTF-8 (https://hl7.org/fhir/R4/json.html): another charset is refused before the
+    // body is read, so the depth scan of its bytes (UTF-8 only) can never be walked around.
+    const charset = /;\s*charset\s*=\s*"?([^";\s]+)/i.exec(String(req.headers['content-type'] ?? ''))?.[1];
+    if (hasBody && charset !== undefined && !/^utf-?8$/i.test(charset)) {
+      next(unsupportedMediaType(String(req.headers['content-type'])));
       return;
     }
-    next();
-  });
-};
+    jsonParser(req, res, (error?: unknown) => {
+      if (error !== undefined) {
+        next(error);
+        return;
+      }
+      try {
+        checkParsedLimits(req.body);
+      } catch (limitError) {
+        next(limitError);
+        return;
+      }
+      next();
+    });
+  };
+}
 
 /** Writes a FHIR resource with the FHIR JSON content type. */
 export function sendResource(res: Response, status: number, body: Resource | undefined, headers = {}): void {
@@ -128,7 +137,7 @@ function toOutcomeError(error: unknown, req: Request): OperationOutcomeError | n
     case 'entity.too.deep':
       return structureError(`The JSON is nested more than ${INPUT_LIMITS.depth} levels deep`, '$this');
     case 'entity.too.large':
-      return payloadTooLarge(`${INPUT_LIMITS.bodyBytes / 1024 / 1024} MiB`);
+      return payloadTooLarge(`${(e.limit ?? INPUT_LIMITS.bodyBytes) / 1024 / 1024} MiB`);
     case 'encoding.unsupported':
     case 'charset.unsupported':
       return unsupportedMediaType(String(req.headers['content-type']));

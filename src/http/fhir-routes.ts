@@ -7,7 +7,9 @@
 import express from 'express';
 import type { Request, RequestHandler, Response, Router } from 'express';
 import type { Tenant } from '../config.js';
-import { asyncDelete, asyncStatus } from '../operations/async.js';
+import { asyncDelete } from '../operations/async.js';
+import { asyncStatusOrBatch, batch } from '../operations/batch.js';
+import { validateSubmit } from '../operations/validate.js';
 import { readConformance } from '../operations/conformance-read.js';
 import { capabilityStatement, type CapabilityFeatures } from '../operations/metadata.js';
 import { readRequest, readResponse, vreadResponse, type CerCache } from '../operations/read.js';
@@ -26,7 +28,7 @@ import {
 import type { SubmitDeps } from '../operations/submit.js';
 import type { FhirAnswer, FhirRequest } from '../operations/types.js';
 import { streamDocument, type DocumentProxyDeps } from './binary-route.js';
-import { fhirBody, negotiate, sendAnswer, sendResource } from './fhir-json.js';
+import { batchBody, fhirBody, negotiate, sendAnswer, sendResource } from './fhir-json.js';
 import { authenticate } from './middleware.js';
 import { submitRateLimit } from './rate-limit.js';
 
@@ -53,6 +55,7 @@ export function toFhirRequest(req: Request, res: Response): FhirRequest {
     body: req.body as unknown,
     prefer: req.header('prefer'),
     ifNoneMatch: req.header('if-none-match'),
+    cacheControl: req.header('cache-control'),
     tenant: res.locals.tenant as Tenant,
     requestId: String(res.locals.requestId),
   };
@@ -94,6 +97,18 @@ export function fhirRouter(deps: FhirRouteDeps): Router {
     fhirBody,
     operation((req) => submit(req, deps.submit)),
   );
+  // Batch (issue 17, docs/batch-and-reuse.md): one request against the $submit rate limit.
+  router.post(
+    '/',
+    submitRateLimit(deps.submitRatePerMinute),
+    batchBody,
+    operation((req) => batch(req, deps.submit)),
+  );
+  router.post(
+    '/CoverageEligibilityRequest/$validate',
+    fhirBody,
+    operation((req) => validateSubmit(req, deps.submit)),
+  );
   router.get(
     '/CoverageEligibilityRequest',
     operation((req) => searchRequests(req, deps.checks, deps.baseUrl)),
@@ -119,7 +134,7 @@ export function fhirRouter(deps: FhirRouteDeps): Router {
   });
   router.get(
     '/_async/:id',
-    operation((req) => asyncStatus(req, deps.checks, deps.baseUrl, deps.pollIntervalMs)),
+    operation((req) => asyncStatusOrBatch(req, deps.submit, deps.pollIntervalMs)),
   );
   router.delete(
     '/_async/:id',

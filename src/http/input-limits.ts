@@ -13,6 +13,12 @@ import { hasLoneSurrogate } from '../fhir/text.js';
 export const INPUT_LIMITS = {
   /** Bytes of one request body: a $submit is a few KB; a rich Bundle with narratives well under 100 KB. */
   bodyBytes: 1024 * 1024,
+  /**
+   * Bytes of a batch (POST /fhir, docs/batch-and-reuse.md): up to 500 $submit entries of 16 KB.
+   * Only the body limit differs: a batch's entry array (500) is inside arrayItems, its nesting
+   * one Bundle deeper than a $submit's.
+   */
+  batchBodyBytes: 8 * 1024 * 1024,
   /** Nesting of objects and arrays. A Parameters > Bundle > request > contained > extension > coding chain is about 16. */
   depth: 32,
   /** Items of one array. */

@@ -46,3 +46,19 @@ export function answerForCheck(check: Check, baseUrl: string, retryAfterSeconds?
 function legacyAnswer(check: Check): CheckAnswer | null {
   return isAnswered(check) ? decideAnswer(check.cer, check.envelope, check.isSearchAll) : null;
 }
+
+/**
+ * The answer for a check given again instead of a new one (docs/batch-and-reuse.md): as
+ * answerForCheck, with `Age` (RFC 9111 section 5.1: seconds since the answer was made, here since
+ * the check finished) and `Last-Modified` (when it finished). The CER's `created` says when the
+ * check was accepted, its meta.lastUpdated when it finished.
+ */
+export function reusedAnswer(check: Check, baseUrl: string, now: number): FhirAnswer {
+  const answer = answerForCheck(check, baseUrl);
+  answer.headers = {
+    ...answer.headers,
+    Age: String(Math.max(0, Math.floor((now - check.updatedAt) / 1000))),
+    'Last-Modified': new Date(check.updatedAt).toUTCString(),
+  };
+  return answer;
+}

@@ -8,6 +8,7 @@ import type {
   CapabilityStatementRestResourceSearchParam,
 } from 'fhir/r4.js';
 import { ELIGIBILITY_FINAL_TOPIC } from '../checks/store/subscription-store.js';
+import { CANONICAL_BASE } from '../fhir/canonical.js';
 
 export interface CapabilityFeatures {
   /** $submit, reads, search and async status of checks are served. */
@@ -66,8 +67,12 @@ function subscriptionResources(): CapabilityStatementRestResource[] {
   ];
 }
 
-const SUBMIT_DEFINITION = 'http://hl7.org/fhir/OperationDefinition/CoverageEligibilityRequest-submit';
+/** The service's own OperationDefinitions (src/mapping/conformance/operations.ts), readable here. */
+const SUBMIT_DEFINITION = `${CANONICAL_BASE}/OperationDefinition/CoverageEligibilityRequest-submit`;
+const VALIDATE_DEFINITION = `${CANONICAL_BASE}/OperationDefinition/CoverageEligibilityRequest-validate`;
 
+const BATCH_DOC =
+  'The id of a batch (the batch-response Bundle.id): the checks its entries started or found again; comma = OR';
 const DATE_DOC = 'Prefixes eq ne gt lt ge le sa eb ap; repeat for a range (AND); a date without time is UTC';
 const PATIENT_DOC =
   'The patient identifier used for the check, as a token (system|value, |value, system| or value), with or without :identifier; comma = OR';
@@ -96,6 +101,7 @@ const responseSearchParams: CapabilityStatementRestResourceSearchParam[] = [
   { name: 'outcome', type: 'token', documentation: 'queued | complete | error | partial; comma = OR' },
   { name: 'created', type: 'date', documentation: `When the check was accepted. ${DATE_DOC}` },
   { name: '_lastUpdated', type: 'date', documentation: DATE_DOC },
+  { name: 'batch', type: 'token', documentation: BATCH_DOC },
 ];
 
 /** Search parameters of CoverageEligibilityRequest. */
@@ -112,6 +118,7 @@ const requestSearchParams: CapabilityStatementRestResourceSearchParam[] = [
     type: 'date',
     documentation: `When the check was accepted by this service (not the request's own created element). ${DATE_DOC}`,
   },
+  { name: 'batch', type: 'token', documentation: BATCH_DOC },
 ];
 
 const SEARCH_DOC =
@@ -131,7 +138,14 @@ function checkResources(): CapabilityStatementRestResource[] {
             'One eligibility check. Body: a CoverageEligibilityRequest with contained resources, a collection Bundle, or Parameters.resource. Honours Prefer: wait=N and Prefer: respond-async. ' +
             'purpose = discovery runs a search across all payers: one CER whose insurance grows as payers answer (one entry per payer that found the member, none ranked), queued until the search completes, with the list of payers that answered in an extension; a payer not covered by search-all needs a single-payer request. ' +
             'A member holding several cards: the CER shows the one card the portal returned (index, total, card number, package, network), says so in disposition, and has outcome partial. ' +
-            'Referral documents and the portal screenshot are linked as Binary URLs of this service, which fetch a freshly signed file on every read.',
+            'Referral documents and the portal screenshot are linked as Binary URLs of this service, which fetch a freshly signed file on every read. ' +
+            'A recent found-member answer to the same question (payer, visit type, patient identifier) is given again with an Age header, unless Cache-Control: no-cache (max-age=N narrows the window).',
+        },
+        {
+          name: 'validate',
+          definition: VALIDATE_DEFINITION,
+          documentation:
+            'Dry run of $submit: 200 with an OperationOutcome (errors $submit would give, and what would happen now); never calls the payer portal service, never stores a check.',
         },
       ],
     },
@@ -199,6 +213,18 @@ export function capabilityStatement(
           description: 'Bearer API key per tenant (clinic); a tenant sees only its own checks.',
         },
         resource,
+        // Batch (https://hl7.org/fhir/R4/http.html#transaction): entries of $submit only.
+        ...(features.checks
+          ? {
+              interaction: [
+                {
+                  code: 'batch' as const,
+                  documentation:
+                    'POST /fhir with a Bundle of type batch of up to 500 entries POST CoverageEligibilityRequest/$submit; answered at once with a batch-response (docs/batch-and-reuse.md).',
+                },
+              ],
+            }
+          : {}),
       },
     ],
   };

@@ -1,12 +1,14 @@
 /**
  * CoverageEligibilityRequest/$submit (https://hl7.org/fhir/R4/coverageeligibilityrequest-operation-submit.html).
  * Answers per the README: the final CER within the wait, a queued CER with Location
- * after it, or 202 + Content-Location with Prefer: respond-async (https://hl7.org/fhir/R4/async.html).
+ * after it, or 202 + Content-Location with Prefer: respond-async (https://hl7.org/fhir/R4/async.html);
+ * a recent found-member answer to the same question is given again (docs/batch-and-reuse.md).
  */
 import type { CheckService } from '../checks/service.js';
 import type { ReferenceResolver } from '../mapping/request/resolver.js';
 import { parseSubmit } from '../mapping/request/parse-submit.js';
-import { answerForCheck } from './check-answer.js';
+import { answerForCheck, reusedAnswer } from './check-answer.js';
+import { parseCacheControl } from '../fhir/cache-control.js';
 import { outcome } from '../fhir/outcomes.js';
 import { parsePrefer } from '../fhir/prefer.js';
 import type { FhirAnswer, FhirRequest } from './types.js';
@@ -29,7 +31,7 @@ export async function submit(req: FhirRequest, deps: SubmitDeps): Promise<FhirAn
     resolver: deps.resolver,
   });
   const prefer = parsePrefer(req.prefer);
-  const { check } = await deps.checks.accept(req.tenant, input);
+  const { check, reused } = await deps.checks.accept(req.tenant, input, parseCacheControl(req.cacheControl));
   if (prefer.respondAsync) {
     const status = `${deps.baseUrl}/fhir/_async/${check.id}`;
     return {
@@ -40,6 +42,7 @@ export async function submit(req: FhirRequest, deps: SubmitDeps): Promise<FhirAn
       headers: { 'Content-Location': status },
     };
   }
+  if (reused) return reusedAnswer(check, deps.baseUrl, deps.now());
   const waitMs =
     prefer.waitSeconds !== undefined
       ? Math.min(prefer.waitSeconds * 1000, deps.maxWaitMs)

@@ -12,6 +12,8 @@ export interface FhirRequest {
   /** RFC 7240 Prefer header, raw. */
   prefer?: string;
   ifNoneMatch?: string;
+  /** Cache-Control header, raw: `no-cache` and `max-age=N` steer the reuse of recent answers. */
+  cacheControl?: string;
   tenant: Tenant;
   requestId: string;
 }

@@ -370,6 +370,16 @@ export const SCENARIOS: readonly Scenario[] = [
     searchAll: 'failed-mid-search',
     summary: 'three answers (DAMAN found), then the task ends FAILED before the search completes',
   },
+  {
+    name: 'search-all-late-answers',
+    serial: '0000037',
+    idKind: 'any',
+    payer: SEARCH_ALL_PAYER,
+    example: '784-1990-0000037-7',
+    searchAll: 'late-answers',
+    summary:
+      'the task is PROCESS_COMPLETE at 1 s, the payers keep answering until the 17th at 3 s (complete), none found',
+  },
 ];
 
 /** Used when no row matches a single-payer request. */

@@ -4,7 +4,13 @@
  */
 
 export type SearchAllPlanName =
-  'two-eligible' | 'none-found' | 'one-found' | 'first-found' | 'aggregator' | 'failed-mid-search';
+  | 'two-eligible'
+  | 'none-found'
+  | 'one-found'
+  | 'first-found'
+  | 'aggregator'
+  | 'failed-mid-search'
+  | 'late-answers';
 
 /** One payer's answer in a search-all plan. */
 export interface Responder {
@@ -127,6 +133,30 @@ export const SEARCH_ALL_PLANS: Readonly<Record<SearchAllPlanName, SearchAllPlan>
   aggregator: {
     responders: spaced(600, 0, [['NEXTCARE', MNF, { aggregator: true }]]),
     finishMs: 1500,
+  },
+  // The dispatching task ends (PROCESS_COMPLETE at 1 s) long before the search completes (the
+  // 17th answer at 3 s): the payers answer late. None found.
+  'late-answers': {
+    responders: spaced(200, 175, [
+      ['NAS', MNF],
+      ['MEDNET', MNF],
+      ['DAMAN', MNF],
+      ['NEXTCARE', MNF],
+      ['ADNIC', MNF],
+      ['AXA', MNF],
+      ['METLIFE', MNF],
+      ['ALMADALLAH', MNF],
+      ['NEURON', MNF],
+      ['THIQA', MNF],
+      ['FMC', MNF],
+      ['GIG', MNF],
+      ['ORIENT', MNF],
+      ['SUKOON', MNF],
+      ['WATANIA', MNF],
+      ['INAYAH', MNF],
+      ['LIFELINE', MNF],
+    ]),
+    finishMs: 1000,
   },
   // The task fails after three answers, before any completion rule holds: status FAILED while
   // search_all_status is still SEARCH_ALL_PROCESSING.

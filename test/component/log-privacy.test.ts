@@ -137,6 +137,52 @@ describe('log privacy', () => {
     expect(requestLines[0]).toMatchObject({ method: expect.any(String), requestId: expect.any(String) });
   });
 
+  it('a batch (good, bad and reused entries), its progress and search, and $validate leave no patient data in the log', async () => {
+    // A service of its own, with reuse on (the shared one has it off).
+    const h = await startHarness({ reuseWindowMinutes: 240 });
+    try {
+      const ids = ['784-1983-5550101-1', '784-1983-5550102-1'];
+      const cardNumber = '9876543210555666';
+      const entry = (resource: unknown, method = 'POST') => ({
+        resource,
+        request: { method, url: 'CoverageEligibilityRequest/$submit' },
+      });
+      const bad = { ...eligibilityRequest({ emiratesId: ids[0] }), status: 'not-a-status' };
+      const bundle = {
+        resourceType: 'Bundle',
+        type: 'batch',
+        entry: [
+          entry(eligibilityRequest({ emiratesId: ids[0] })),
+          entry(eligibilityRequest({ cardNumber })),
+          entry(bad),
+          entry(eligibilityRequest({ emiratesId: ids[1] }), 'PUT'),
+        ],
+      };
+      const send = () =>
+        request(h.url).post('/fhir').set(h.auth).set('Content-Type', FHIR_JSON).send(JSON.stringify(bundle));
+      const res = await send();
+      expect(res.status).toBe(200);
+      const status = `/fhir/_async/${String((res.body as { id: string }).id)}`;
+      await until(async () =>
+        (await request(h.url).get(status).set(h.auth)).status === 200 ? true : undefined,
+      );
+      // Again: the good entries are now reused answers.
+      expect((await send().set('Cache-Control', 'max-age=600')).status).toBe(200);
+      await request(h.url)
+        .get(`/fhir/CoverageEligibilityResponse?batch=${String(res.body.id)}`)
+        .set(h.auth);
+      for (const body of [eligibilityRequest({ emiratesId: ids[1] }), bad])
+        await request(h.url)
+          .post('/fhir/CoverageEligibilityRequest/$validate')
+          .set(h.auth)
+          .set('Content-Type', FHIR_JSON)
+          .send(body);
+      expectNoneLogged(h.logs, forbiddenValues([...ids, cardNumber]));
+    } finally {
+      await h.stop();
+    }
+  });
+
   it('every sandbox scenario and two search-alls, run to their end, leave no patient data in the log', async () => {
     // Each scenario on its own payer: invalid_credentials and backoff open payer guards, which
     // would otherwise turn the later checks into guard answers without reaching the upstream.

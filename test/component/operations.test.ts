@@ -42,7 +42,10 @@ function registeredRoutes(app: Express): string[] {
     for (const layer of stack) {
       if (layer.route) {
         for (const method of Object.keys(layer.route.methods))
-          out.push(`${method.toUpperCase()} ${prefix}${layer.route.path}`);
+          // A router's own root (`POST /fhir`, the batch) is registered as `/`.
+          out.push(
+            `${method.toUpperCase()} ${prefix}${layer.route.path === '/' && prefix ? '' : layer.route.path}`,
+          );
       } else if (layer.handle?.stack) {
         // Routers mounted at /fhir, /app, and /api inside /app (the front-desk page's API).
         const mount = ['/fhir', '/app', '/api'].find((p) => layer.match?.(`${p}/probe`)) ?? '';

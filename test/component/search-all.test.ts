@@ -11,6 +11,7 @@ import { expectValidFhir } from '../support/fhir.js';
 import type { Harness } from '../support/harness.js';
 import { startHarness } from '../support/harness.js';
 import { eligibilityRequest } from '../support/requests.js';
+import { until } from '../support/until.js';
 
 const SUBMIT = '/fhir/CoverageEligibilityRequest/$submit';
 
@@ -172,6 +173,50 @@ describe('search-all', () => {
     const cer = read.body as CoverageEligibilityResponse;
     expect(cer.outcome).toBe('error');
     expect((cer.insurance ?? []).some((i) => i.inforce !== undefined)).toBe(false);
+  });
+
+  it('holds its tenant slot until its task is terminal, then is polled to completion without it', async () => {
+    // maxInFlight 1, real time: the task ends at 1 s, the search completes at the 17th answer (3 s).
+    const slow = await startHarness({ timeScale: 1, pollIntervalMs: 50, maxInFlight: 1 });
+    try {
+      const res = await searchAll('784-1990-0000037-7', slow, 'respond-async');
+      expect(res.status).toBe(202);
+      const status = new URL(String(res.headers['content-location'])).pathname;
+      const searchId = status.split('/').pop() ?? '';
+      const next = await request(slow.url)
+        .post(SUBMIT)
+        .set(slow.auth)
+        .set('Prefer', 'respond-async')
+        .set('Content-Type', 'application/fhir+json')
+        .send(eligibilityRequest({ emiratesId: '784-1990-5550037-1' }));
+      const nextStatus = new URL(String(next.headers['content-location'])).pathname;
+      // While the task runs, the single-payer check waits for the slot.
+      const early = await slow.server.store.get('clinic-a', nextStatus.split('/').pop() ?? '');
+      expect(early?.state).toBe('waiting');
+      // The task terminal, the search not complete: the slot is free, the other check runs.
+      await until(async () => {
+        const search = await slow.server.store.get('clinic-a', searchId);
+        return search?.upstreamStatus === 'PROCESS_COMPLETE' ? true : undefined;
+      }, 10_000);
+      const started = await until(async () => {
+        const other = await slow.server.store.get('clinic-a', nextStatus.split('/').pop() ?? '');
+        return other && other.state !== 'waiting' ? other : undefined;
+      }, 10_000);
+      expect(started.state).not.toBe('waiting');
+      const search = await slow.server.store.get('clinic-a', searchId);
+      expect(search?.state).toBe('polling');
+      expect(search?.cer.outcome).toBe('queued');
+      // Polled on to SEARCH_ALL_COMPLETE.
+      const answer = await until(async () => {
+        const r = await request(slow.url).get(status).set(slow.auth);
+        return r.status === 200 ? r : undefined;
+      }, 10_000);
+      expectValidFhir(answer.body);
+      const done = await slow.server.store.get('clinic-a', searchId);
+      expect(upstreamOutcomeOf(done!.cer)).toMatchObject({ searchAllStatus: 'SEARCH_ALL_COMPLETE' });
+    } finally {
+      await slow.stop();
+    }
   });
 
   it('CANCELLED mid-search: 409 and the CER is an error, not a guess', async () => {

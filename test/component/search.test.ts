@@ -480,6 +480,7 @@ describe('vread', () => {
       [
         '_id:token',
         '_lastUpdated:date',
+        'batch:token',
         'created:date',
         'identifier:token',
         'insurer:reference',
@@ -493,7 +494,7 @@ describe('vread', () => {
     expect(cer.searchInclude).toEqual(['CoverageEligibilityResponse:request']);
     const req = resources.find((r) => r.type === 'CoverageEligibilityRequest')!;
     expect((req.searchParam as Array<{ name: string }>).map((p) => p.name).sort()).toEqual(
-      ['_id', 'created', 'identifier', 'patient'].sort(),
+      ['_id', 'batch', 'created', 'identifier', 'patient'].sort(),
     );
   });
 });

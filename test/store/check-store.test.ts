@@ -22,6 +22,7 @@ import type {
   SearchPage,
 } from '../../src/checks/store/check-store.js';
 import { SLOT_STATES } from '../../src/checks/store/check-store.js';
+import { reuseKeyOf } from '../../src/checks/store/rows.js';
 import { testDatabaseUrl } from '../support/postgres.js';
 import { upstreamTaskRequest } from '../support/requests.js';
 
@@ -892,6 +893,93 @@ describe.each([sqliteBackend(), postgresBackend()])('CheckStore on $name', (back
     expect(await store.get('tenant-a', oldOpen!.id)).not.toBeNull();
     expect(await store.listGuards()).toHaveLength(1);
     expect(await store.purgeBefore(T0 + 1000)).toBe(0);
+  });
+
+  // Issue 17 (docs/batch-and-reuse.md): the reuse lookup, the queue count and batches.
+  it('findReusable: the newest done check of the tenant and key, answered since the time given', async () => {
+    const store = await storeOn();
+    const key = reuseKeyOf(newCheck());
+    expect(key).toBe('DAMAN|OUTPATIENT|urn:eid|784-1990-1234567-1');
+    const [older, newer, errored, otherTenant, open] = await insertAll(store, [
+      {},
+      {},
+      {},
+      { tenantId: 'tenant-b' },
+      {},
+    ]);
+    const claimed = new Map((await store.claimDue(claimOptions('o', T0))).map((c) => [c.id, c]));
+    await finish(store, claimed.get(older!.id)!, 'o', T0 + 100);
+    await finish(store, claimed.get(newer!.id)!, 'o', T0 + 200);
+    await finish(store, claimed.get(otherTenant!.id)!, 'o', T0 + 300);
+    const failed = claimed.get(errored!.id)!;
+    await store.update(
+      failed.id,
+      'o',
+      { state: 'done', cer: cerWith(failed, 'error'), outcome: 'error' },
+      T0 + 400,
+    );
+    // The tenant's own rows only.
+    expect((await store.findReusable('tenant-b', key!, T0))?.id).toBe(otherTenant!.id);
+    // The newest answer, whatever its outcome (the caller reuses only a found member).
+    expect((await store.findReusable('tenant-a', key!, T0))?.id).toBe(errored!.id);
+    expect((await store.findReusable('tenant-a', key!, T0 + 400))?.outcome).toBe('error');
+    expect(await store.findReusable('tenant-a', key!, T0 + 401)).toBeNull();
+    expect(await store.findReusable('tenant-a', 'NAS|OUTPATIENT|urn:eid|784-1990-1234567-1', T0)).toBeNull();
+    expect(open!.state).toBe('waiting');
+    // No patient identifier: no key.
+    expect(reuseKeyOf(newCheck({ patientKey: null }))).toBeNull();
+  });
+
+  it("countQueue counts a tenant's waiting and slot-holding checks", async () => {
+    const store = await storeOn();
+    await insertAll(store, [{}, {}, {}, { tenantId: 'tenant-b' }]);
+    await store.claimDue(claimOptions('o', T0, { maxInFlight: () => 1 }));
+    expect(await store.countQueue('tenant-a')).toEqual({ waiting: 2, inFlight: 1 });
+    expect(await store.countQueue('tenant-b')).toEqual({ waiting: 0, inFlight: 1 });
+    expect(await store.countQueue('tenant-c')).toEqual({ waiting: 0, inFlight: 0 });
+  });
+
+  it('a search-all whose upstream task is terminal holds no slot (claims and countQueue)', async () => {
+    const store = await storeOn();
+    const search = (await store.insert({ ...newCheck(), isSearchAll: true })).check;
+    const single = (await store.insert(newCheck({ now: T0 + 1 }))).check;
+    const at = (now: number, owner: string) => claimOptions(owner, now, { maxInFlight: () => 1 });
+    expect((await store.claimDue(at(T0 + 2, 'o1'))).map((c) => c.id)).toEqual([search.id]);
+    // In flight at the portal: the slot is held, the single check waits.
+    const polling = { state: 'polling' as const, upstreamStatus: 'NAVIGATING_WEBSITE', nextRunAt: T0 + 10 };
+    await store.update(search.id, 'o1', polling, T0 + 3, undefined, { release: true });
+    expect(await store.claimDue(at(T0 + 4, 'o2'))).toEqual([]);
+    expect(await store.countQueue('tenant-a')).toEqual({ waiting: 1, inFlight: 1 });
+    // Task terminal, search still processing: the slot is free.
+    expect((await store.claimDue(at(T0 + 10, 'o3'))).map((c) => c.id)).toEqual([search.id]);
+    const terminal = { upstreamStatus: 'PROCESS_COMPLETE', nextRunAt: T0 + 1e9 };
+    await store.update(search.id, 'o3', terminal, T0 + 11, undefined, { release: true });
+    expect(await store.countQueue('tenant-a')).toEqual({ waiting: 1, inFlight: 0 });
+    expect((await store.claimDue(at(T0 + 12, 'o4'))).map((c) => c.id)).toEqual([single.id]);
+  });
+
+  it('stores a batch, reads it back for its tenant only, and purges it with retention', async () => {
+    const store = await storeOn();
+    const entries = [
+      { checkId: 'c1' },
+      {
+        status: 422,
+        outcome: {
+          resourceType: 'OperationOutcome' as const,
+          issue: [{ severity: 'error' as const, code: 'required' as const }],
+        },
+      },
+    ];
+    await store.insertBatch({ id: 'b1', tenantId: 'tenant-a', entries, createdAt: T0 });
+    expect(await store.getBatch('tenant-a', 'b1')).toEqual({
+      id: 'b1',
+      tenantId: 'tenant-a',
+      entries,
+      createdAt: T0,
+    });
+    expect(await store.getBatch('tenant-b', 'b1')).toBeNull();
+    await store.purgeBefore(T0 + 1);
+    expect(await store.getBatch('tenant-a', 'b1')).toBeNull();
   });
 });
 

@@ -144,7 +144,7 @@ async function open(kind: 'sqlite' | 'postgres'): Promise<CheckStore> {
 }
 
 describe.each(['sqlite', 'postgres'] as const)('search plans on %s', (kind) => {
-  it('use an index for patient, request.identifier, _lastUpdated and created', async () => {
+  it('use an index for patient, request.identifier, _lastUpdated, created and the reuse lookup', async () => {
     const store = await open(kind);
     try {
       await store.migrate();
@@ -174,6 +174,21 @@ describe.each(['sqlite', 'postgres'] as const)('search plans on %s', (kind) => {
             `${search.name}: ${statement.sql}: ${plan}`,
           ).toBe(true);
         }
+      }
+      // The reuse lookup of $submit (docs/batch-and-reuse.md) runs on checks_reuse_idx.
+      const seen: Statement[] = [];
+      const run = driver.run.bind(driver);
+      driver.run = (mode, work) => run(mode, recording(work, seen));
+      const reusable = await store.findReusable('tenant-4', 'DAMAN|OUTPATIENT|urn:eid|784-1234', T0);
+      driver.run = run;
+      expect(reusable?.patientKey).toBe('urn:eid|784-1234');
+      for (const statement of seen) {
+        const { rows } = await driver.run(
+          'single',
+          single({ sql: explain + statement.sql, params: statement.params }),
+        );
+        const plan = rows.map((row) => String(row.detail ?? row['QUERY PLAN'])).join('\n');
+        expect(plan, `reuse: ${plan}`).toContain('checks_reuse_idx');
       }
     } finally {
       await store.close();

@@ -18,13 +18,14 @@ export const UPSTREAM_KEY = 'upstream-secret-key-for-tests-9f3a';
 export const TENANT_A_KEY = 'tenant-a-inbound-key-4b1d8e';
 export const TENANT_B_KEY = 'tenant-b-inbound-key-7c2f0a';
 
-export function tenant(id: string, inboundKey: string, maxInFlight = 3): Tenant {
+export function tenant(id: string, inboundKey: string, maxInFlight = 3, reuseWindowMinutes = 0): Tenant {
   return {
     id,
     apiKeyHashes: [hashApiKey(inboundKey)],
     upstream: { apiKey: UPSTREAM_KEY, clinicId: `clinic-${id}`, clientId: 'EHR-1' },
     practiceId: `P-${id}`,
     maxInFlight,
+    reuseWindowMinutes,
   };
 }
 
@@ -35,6 +36,11 @@ export interface HarnessOptions {
   checkTimeoutMs?: number;
   searchAllTimeoutMs?: number;
   maxInFlight?: number;
+  /**
+   * The tenants' reuse window (docs/batch-and-reuse.md). 0 (off) unless given: the other
+   * component tests send the same patient many times and mean a new check each time.
+   */
+  reuseWindowMinutes?: number;
   databaseUrl?: string;
   faults?: { pollErrorRate?: number; latencyMs?: number };
   overrides?: ServerOverrides;
@@ -75,8 +81,8 @@ export function testConfig(upstreamUrl: string, options: HarnessOptions = {}): C
     upstreamBaseUrl: upstreamUrl,
     databaseUrl: options.databaseUrl ?? `sqlite:${join(dir, 'adapter.db')}`,
     tenants: [
-      tenant('clinic-a', TENANT_A_KEY, options.maxInFlight ?? 3),
-      tenant('clinic-b', TENANT_B_KEY, options.maxInFlight ?? 3),
+      tenant('clinic-a', TENANT_A_KEY, options.maxInFlight ?? 3, options.reuseWindowMinutes ?? 0),
+      tenant('clinic-b', TENANT_B_KEY, options.maxInFlight ?? 3, options.reuseWindowMinutes ?? 0),
     ].map((t) =>
       options.subscriptionEndpoints ? { ...t, subscriptionEndpoints: options.subscriptionEndpoints } : t,
     ),

@@ -70,7 +70,20 @@ describe('loadConfig', () => {
       upstream: { apiKey: 'upstream-secret', clinicId: 'C-001', clientId: 'EHR-1' },
       practiceId: 'P-001',
       maxInFlight: 2,
+      reuseWindowMinutes: 240,
     });
+  });
+
+  it('reuseWindowMinutes: 240 by default, 0 turns reuse off, a negative or fractional value is refused', () => {
+    const env = (reuseWindowMinutes: unknown) => ({
+      UPSTREAM_BASE_URL: 'https://upstream.example/v2/api-integration-v3',
+      TENANTS_FILE: tenantsFile({ tenants: [{ ...tenant, reuseWindowMinutes }] }),
+      CLINIC_A_KEY: 'upstream-secret',
+    });
+    expect(loadConfig(env(0)).tenants[0]?.reuseWindowMinutes).toBe(0);
+    expect(loadConfig(env(30)).tenants[0]?.reuseWindowMinutes).toBe(30);
+    for (const bad of [-1, 1.5, '60'])
+      expect(() => loadConfig(env(bad)), String(bad)).toThrow(/reuseWindowMinutes/);
   });
 
   it.each([

@@ -5,7 +5,7 @@
  * (several replicas).
  */
 import type { CheckAnswer } from '../../mapping/response/answer.js';
-import type { CoverageEligibilityRequest, CoverageEligibilityResponse } from 'fhir/r4.js';
+import type { CoverageEligibilityRequest, CoverageEligibilityResponse, OperationOutcome } from 'fhir/r4.js';
 import type { UpstreamTaskRequest } from '../../upstream/contract.js';
 import type { SubscriptionStore } from './subscription-store.js';
 
@@ -217,6 +217,25 @@ export interface ClaimOptions {
   maxInFlight: (tenantId: string) => number;
 }
 
+/**
+ * One entry of a batch (docs/batch-and-reuse.md), in the order of the batch's entries: the check
+ * it started or found again (reuse, idempotency), or, for an entry refused before any check, the
+ * HTTP status and OperationOutcome a single $submit would have answered.
+ */
+export interface BatchEntry {
+  checkId?: string;
+  status?: number;
+  outcome?: OperationOutcome;
+}
+
+/** A batch of $submit entries (POST /fhir with a Bundle of type batch). */
+export interface Batch {
+  id: string;
+  tenantId: string;
+  entries: BatchEntry[];
+  createdAt: number;
+}
+
 export interface CheckStore {
   readonly kind: 'sqlite' | 'postgres';
   /** FHIR Subscriptions and their events, in the same database (subscription-store.ts). */
@@ -287,6 +306,20 @@ export interface CheckStore {
     filters: SearchFilters,
     page: SearchPage,
   ): Promise<{ total: number | undefined; checks: Check[] }>;
+
+  /**
+   * The newest done check of a tenant for a reuse key (rows.ts reuseKeyOf), answered (updatedAt)
+   * at or after `answeredSince`, whatever its outcome; null when none. The caller decides whether
+   * it may be reused: only when the newest answer is a found member, so a newer error or
+   * member-not-found is never skipped for an older found answer (docs/batch-and-reuse.md).
+   */
+  findReusable(tenantId: string, reuseKey: string, answeredSince: number): Promise<Check | null>;
+  /** A tenant's checks waiting for a slot, and in a slot, now (the dry run's queue report). */
+  countQueue(tenantId: string): Promise<{ waiting: number; inFlight: number }>;
+  /** Stores a batch (its entries as they were answered). */
+  insertBatch(batch: Batch): Promise<void>;
+  /** Reads a tenant's batch; another tenant's batch is null. */
+  getBatch(tenantId: string, id: string): Promise<Batch | null>;
 
   getGuard(tenantId: string, payerCode: string): Promise<Guard | null>;
   putGuard(guard: Guard): Promise<void>;

@@ -6,7 +6,7 @@
 import type { CheckAnswer } from '../../mapping/response/answer.js';
 import type { CoverageEligibilityRequest, CoverageEligibilityResponse } from 'fhir/r4.js';
 import type { UpstreamTaskRequest } from '../../upstream/contract.js';
-import { CHECK_STATES } from './check-store.js';
+import { CHECK_STATES, guardPayer } from './check-store.js';
 import type {
   CerOutcome,
   Check,
@@ -47,6 +47,7 @@ export const CHECK_COLUMNS = [
   'created_at',
   'updated_at',
   'request_identifier_value',
+  'reuse_key',
 ] as const;
 export type CheckColumn = (typeof CHECK_COLUMNS)[number];
 
@@ -70,6 +71,21 @@ export function patientValueOf(patientKey: string | null): string | null {
   if (patientKey === null) return null;
   const bar = patientKey.indexOf('|');
   return bar < 0 ? patientKey : patientKey.slice(bar + 1);
+}
+
+/**
+ * What makes two checks of a tenant ask the same question, for the reuse of a recent answer
+ * (docs/batch-and-reuse.md): the payer (as guards compare it), the visit type and the patient
+ * identifier. A search-all's payer is ALL, so it only meets other search-alls. Null without a
+ * patient identifier (never reused).
+ */
+export function reuseKeyOf(
+  check: Pick<NewCheck, 'payerCode' | 'patientKey'> & {
+    upstreamRequest: Pick<UpstreamTaskRequest, 'visit_type'>;
+  },
+): string | null {
+  if (check.patientKey === null) return null;
+  return `${guardPayer(check.payerCode)}|${check.upstreamRequest.visit_type}|${check.patientKey}`;
 }
 
 /** The CER with meta.versionId and meta.lastUpdated matching the row (FHIR read and vread rely on them). */
@@ -117,6 +133,7 @@ export function insertValues(check: NewCheck): Record<CheckColumn, unknown> {
       check.requestIdentifierValue !== undefined
         ? check.requestIdentifierValue
         : patientValueOf(check.idempotencyKey),
+    reuse_key: reuseKeyOf(check),
   };
 }
 

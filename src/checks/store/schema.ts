@@ -137,6 +137,22 @@ const MIGRATIONS: readonly Migration[] = [
   // 9 (issue 16): no schema change; every stored CER without a narrative gets one right after it
   // (addNarratives), so every CER the service serves carries `text`.
   NARRATIVES,
+  // 10 (issue 17, docs/batch-and-reuse.md): reuse of recent answers and batches. reuse_key is what
+  // makes two checks ask the same question (payer, visit type, patient identifier), written on
+  // insert; the index finds the newest answer of a tenant for it. Rows stored before this
+  // migration have none and are never reused (they are older than any reuse window soon enough).
+  // A batch is one row: its entries (check ids and the answers of refused entries) in order.
+  (t) => [
+    'ALTER TABLE checks ADD COLUMN reuse_key TEXT',
+    'CREATE INDEX checks_reuse_idx ON checks (tenant_id, reuse_key, updated_at)',
+    `CREATE TABLE batches (
+    id TEXT PRIMARY KEY,
+    tenant_id TEXT NOT NULL,
+    entries ${t.json} NOT NULL,
+    created_at ${t.bigint} NOT NULL
+  )`,
+    'CREATE INDEX batches_created_idx ON batches (created_at)',
+  ],
 ];
 
 /** The migration after which the answers of rows finished before it are decided once. */

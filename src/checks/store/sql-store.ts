@@ -7,6 +7,8 @@
  */
 import { SLOT_STATES } from './check-store.js';
 import type {
+  Batch,
+  BatchEntry,
   Check,
   CheckPatch,
   CheckStore,
@@ -59,6 +61,13 @@ const OVERDUE_LIMIT = 500;
 const SLOT_STATES_SQL = `(${SLOT_STATES.map((state) => `'${state}'`).join(', ')})`;
 /** A due row that is not leased: the condition of every claim query, `now` being $1. */
 const DUE = 'next_run_at <= $1 AND (lease_until IS NULL OR lease_until <= $1)';
+/**
+ * A row in SLOT_STATES that holds a tenant slot: all but a search-all whose upstream task is
+ * terminal. A search-all holds its slot until its task is terminal or the search is complete,
+ * whichever comes first (docs/lifecycle.md); after a terminal task it is still polled for the
+ * payers that answer late, without a slot (the portal sessions of the task are over).
+ */
+const HOLDS_SLOT = `NOT (is_search_all = TRUE AND COALESCE(upstream_status, '') IN ('PROCESS_COMPLETE', 'CANCELLED', 'FAILED'))`;
 const CLAIMED = 'id, next_run_at, created_at';
 
 function* one(sql: string, params: readonly unknown[] = []): Work<Result> {
@@ -193,6 +202,58 @@ export class SqlStore implements CheckStore {
     return this.driver.run('snapshot', this.searching(tenantId, filters, page));
   }
 
+  async findReusable(tenantId: string, reuseKey: string, answeredSince: number): Promise<Check | null> {
+    // checks_reuse_idx (migration 8): the tenant's rows of this key, newest answer first. SQLite
+    // is told the index: without statistics it would take checks_purge_idx and walk every done
+    // row of the window (a 500-entry batch then slowed with each batch stored before it).
+    const [row] = await this.rows(
+      `SELECT * FROM checks${this.dialect.indexedBy('checks_reuse_idx')} WHERE tenant_id = $1 AND reuse_key = $2 AND updated_at >= $3
+         AND state = 'done'
+       ORDER BY updated_at DESC, id DESC LIMIT 1`,
+      [tenantId, reuseKey, answeredSince],
+    );
+    return row ? this.toCheck(row) : null;
+  }
+
+  async countQueue(tenantId: string): Promise<{ waiting: number; inFlight: number }> {
+    const rows = await this.rows(
+      `SELECT state, COUNT(*) AS count FROM checks
+       WHERE tenant_id = $1 AND state IN ('waiting', ${SLOT_STATES_SQL.slice(1, -1)}) AND ${HOLDS_SLOT}
+       GROUP BY state`,
+      [tenantId],
+    );
+    let waiting = 0;
+    let inFlight = 0;
+    for (const row of rows) {
+      if (text(row, 'state') === 'waiting') waiting += int(row, 'count');
+      else inFlight += int(row, 'count');
+    }
+    return { waiting, inFlight };
+  }
+
+  async insertBatch(batch: Batch): Promise<void> {
+    await this.driver.run(
+      'write',
+      one(
+        `INSERT INTO batches (id, tenant_id, entries, created_at) VALUES ($1, $2, ${this.dialect.json('$3')}, $4)`,
+        [batch.id, batch.tenantId, JSON.stringify(batch.entries), batch.createdAt],
+      ),
+    );
+  }
+
+  async getBatch(tenantId: string, id: string): Promise<Batch | null> {
+    const [row] = await this.rows('SELECT * FROM batches WHERE tenant_id = $1 AND id = $2', [tenantId, id]);
+    if (!row) return null;
+    // Written only by insertBatch from a typed value.
+    const entries = this.dialect.readJson(row.entries) as BatchEntry[];
+    return {
+      id: text(row, 'id'),
+      tenantId: text(row, 'tenant_id'),
+      entries,
+      createdAt: int(row, 'created_at'),
+    };
+  }
+
   async getGuard(tenantId: string, payerCode: string): Promise<Guard | null> {
     // Compared as guardPayer() writes them, so rows stored before it (as the client spelled the
     // code) still count; a credentials guard first.
@@ -247,7 +308,10 @@ export class SqlStore implements CheckStore {
   async purgeBefore(updatedBefore: number): Promise<number> {
     // Only finished checks: purging an unfinished one would lose a check a client is still waiting for.
     const sql = `DELETE FROM checks WHERE state = 'done' AND updated_at < $1`;
-    return (await this.driver.run('single', one(sql, [updatedBefore]))).changed;
+    const purged = (await this.driver.run('single', one(sql, [updatedBefore]))).changed;
+    // A batch is kept as long as the checks it lists may be (its entries name them by id).
+    await this.driver.run('single', one('DELETE FROM batches WHERE created_at < $1', [updatedBefore]));
+    return purged;
   }
 
   // ---- the work of each call --------------------------------------------------------------
@@ -295,7 +359,7 @@ export class SqlStore implements CheckStore {
       if (lock) yield lock;
       // Counted after the lock: it sees every promotion committed before.
       const [busy] = yield* query(
-        `SELECT COUNT(*) AS count FROM checks WHERE tenant_id = $1 AND state IN ${SLOT_STATES_SQL}`,
+        `SELECT COUNT(*) AS count FROM checks WHERE tenant_id = $1 AND state IN ${SLOT_STATES_SQL} AND ${HOLDS_SLOT}`,
         [tenantId],
       );
       const free = Math.min(options.maxInFlight(tenantId) - (busy ? int(busy, 'count') : 0), limit);

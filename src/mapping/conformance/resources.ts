@@ -20,6 +20,7 @@ import { loadMappingTable } from '../mapping-table.js';
 import { allAdapterErrors } from '../response/adapter-errors.js';
 import { EXTENSION_IDS, OUTCOME_SYSTEM, SERVICE_CATEGORY_SYSTEM } from '../response/codes.js';
 import { conceptMaps } from './concept-maps.js';
+import { operationResources } from './operations.js';
 import { outcomeRules } from '../response/outcome-rules.js';
 import { serviceCategories } from '../response/vocabulary.js';
 
@@ -281,6 +282,8 @@ export function conformanceResources(): Resource[] {
     // A ValueSet of all codes, for a code-valued sub-extension bound to it.
     ...tables.filter((t) => t.valueSet).map((t) => valueSetOf(t.id, t.name, t.title, t.description)),
     ...conceptMaps(),
+    // $submit and $validate (issue 17).
+    ...operationResources(common),
   ];
   return built;
 }

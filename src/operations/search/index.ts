@@ -32,6 +32,7 @@ async function run(
   let total: number | undefined = parsed.total ? 0 : undefined;
   let page: Check[] = [];
   let more = false;
+  await batchFilters(req.tenant.id, checks, parsed);
   if (!parsed.matchesNothing) {
     // Without a total, one row more than the page says whether a next page exists.
     const found = await checks.store.search(req.tenant.id, parsed.filters, {
@@ -82,6 +83,22 @@ async function run(
     ...(entry.length ? { entry } : {}),
   };
   return { status: 200, body: bundle };
+}
+
+/**
+ * `batch=` (docs/batch-and-reuse.md): each group of batch ids becomes the ids of the checks those
+ * batches list (an unknown batch, or another tenant's, lists none).
+ */
+async function batchFilters(tenantId: string, checks: CheckService, parsed: ParsedSearch): Promise<void> {
+  for (const group of parsed.batches ?? []) {
+    const ids = new Set<string>();
+    for (const batchId of group) {
+      const batch = await checks.store.getBatch(tenantId, batchId);
+      for (const entry of batch?.entries ?? []) if (entry.checkId) ids.add(entry.checkId);
+    }
+    if (ids.size === 0) parsed.matchesNothing = true;
+    else parsed.filters.ids = [...(parsed.filters.ids ?? []), [...ids]];
+  }
 }
 
 export function searchResponses(

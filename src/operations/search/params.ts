@@ -48,6 +48,7 @@ type Target =
   | 'outcome'
   | 'created'
   | 'lastUpdated'
+  | 'batch'
   | 'nothing';
 
 /** The search parameters of a resource type: name as written in the query (with modifier or chain) -> target. */
@@ -66,6 +67,7 @@ export const RESPONSE_PARAMS: ParamTable = {
   outcome: 'outcome',
   created: 'created',
   _lastUpdated: 'lastUpdated',
+  batch: 'batch',
 };
 
 /** CoverageEligibilityRequest: the stored request of each check. */
@@ -75,6 +77,7 @@ export const REQUEST_PARAMS: ParamTable = {
   patient: 'patient',
   'patient:identifier': 'patient',
   created: 'created',
+  batch: 'batch',
 };
 
 /** Result parameters this service applies. */
@@ -86,6 +89,11 @@ export interface ParsedSearch {
   filters: SearchFilters;
   /** True when a parameter can match nothing (CER identifier=): the store is not asked. */
   matchesNothing: boolean;
+  /**
+   * Batch ids (`batch=`, docs/batch-and-reuse.md), AND of ORs: the search turns each group into
+   * the ids of the checks its batches list.
+   */
+  batches?: string[][];
   count: number;
   offset: number;
   sort: SearchSort[];
@@ -313,6 +321,12 @@ function applyFilter(
       return;
     case 'lastUpdated':
       f.lastUpdated = [...(f.lastUpdated ?? []), dateRange(name, raw)];
+      return;
+    case 'batch':
+      parsed.batches = push(
+        parsed.batches,
+        values(name, raw).map((v) => id(name, unescape(v))),
+      );
       return;
   }
 }
