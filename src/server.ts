@@ -27,6 +27,10 @@ import { createMetrics } from './metrics.js';
 import { createFhirKitResolver } from './mapping/request/resolver.js';
 import { UpstreamClient } from './upstream/client.js';
 import { startSandbox } from './sandbox/index.js';
+import { AuditTrail } from './checks/audit.js';
+import { AccessTokens } from './operations/auth/access-tokens.js';
+import { ClientKeys } from './operations/auth/token-endpoint.js';
+import { RefusalCounter, tokenRoute } from './http/security.js';
 
 export const VERSION = '0.1.0';
 
@@ -38,6 +42,8 @@ export interface RunningServer {
   scheduler: Scheduler;
   checks: CheckService;
   upstreamUrl: string;
+  /** The audit trail (record() from other routes; flush() in tests). */
+  audit: AuditTrail;
   stop(): Promise<void>;
 }
 
@@ -150,12 +156,46 @@ export async function startServer(
     onEvent: metrics.onLifecycle,
   });
 
+  // SMART Backend Services and the audit trail (docs/auth.md).
+  const { tokens, ephemeral } = await AccessTokens.create({
+    keys: config.tokenSigningKeys,
+    issuer: baseUrl,
+    audience: `${baseUrl}/fhir`,
+    ttlSeconds: config.accessTokenTtlSeconds,
+    tenants: config.tenants,
+  });
+  if (ephemeral && config.tenants.some((t) => t.smartClients?.length)) {
+    logger.warn(
+      'ACCESS_TOKEN_KEYS_FILE is not set: access tokens are signed with an ephemeral key made at start-up',
+    );
+  }
+  const audit = new AuditTrail(
+    store,
+    { enabled: config.auditEvents, flushMs: 200, batchSize: 200, maxQueued: 50_000, now },
+    logger,
+  );
+  const refusals = new RefusalCounter(logger);
+  const tokenRoutes = tokenRoute(
+    {
+      tenants: config.tenants,
+      tokens,
+      keys: new ClientKeys(),
+      tokenUrl: `${baseUrl}/auth/token`,
+      rememberJti: (clientKey, jti, expiresAt, at) => store.rememberJti(clientKey, jti, expiresAt, at),
+      now,
+    },
+    { audit, refused: refusals.note },
+  );
+
   const app = createApp({
     logger,
     ready: () => readiness(store, upstream),
     observe: (method, route, status, seconds) =>
       metrics.httpDuration.observe({ method, route, status: String(status) }, seconds),
-    extraRoutes: metricsRoute(metrics, config.metricsToken),
+    extraRoutes: (express) => {
+      metricsRoute(metrics, config.metricsToken)(express);
+      tokenRoutes(express);
+    },
     corsOrigins: config.corsOrigins,
     fhir: fhirRouter({
       tenants: config.tenants,
@@ -171,6 +211,7 @@ export async function startServer(
       submitRatePerMinute: config.submitRatePerMinute,
       pollIntervalMs: config.pollIntervalMs,
       cerCache: new CerCache(),
+      security: { tokens, refused: refusals.note, now, audit, auditStore: store },
       freshResults: new FreshResults(upstream),
       documentOrigins: [new URL(upstreamUrl).origin],
       logger,
@@ -195,6 +236,9 @@ export async function startServer(
       },
       (error: unknown) => logger.error('retention purge failed', { error }),
     );
+    store
+      .purgeAuditBefore(now() - config.retentionDays * 86_400_000)
+      .catch((error: unknown) => logger.error('audit retention purge failed', { error }));
   };
   // Not on the start-up path: the first purge a minute after start, then hourly.
   const firstPurge = setTimeout(purge, 60_000);
@@ -218,6 +262,7 @@ export async function startServer(
     scheduler,
     checks,
     upstreamUrl,
+    audit,
     async stop() {
       clearInterval(purgeTimer);
       clearTimeout(firstPurge);
@@ -227,6 +272,8 @@ export async function startServer(
         server.closeAllConnections();
       });
       await scheduler.stop();
+      refusals.stop();
+      await audit.stop();
       await client.close();
       await sandbox?.close();
       await store.close();

@@ -6,7 +6,7 @@ import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { PassThrough } from 'node:stream';
-import type { Config, Tenant } from '../../src/config.js';
+import type { Config, SmartClient, Tenant } from '../../src/config.js';
 import { hashApiKey } from '../../src/config.js';
 import type { UpstreamPort } from '../../src/upstream/port.js';
 import { createLogger } from '../../src/log.js';
@@ -42,6 +42,12 @@ export interface HarnessOptions {
   corsOrigins?: string[];
   /** SOURCE_FHIR_BASE_URL: the EHR's FHIR server for literal references (none by default). */
   sourceFhirBaseUrl?: string | null;
+  /** SMART clients of clinic-a and clinic-b (docs/auth.md). */
+  smartClients?: { a?: SmartClient[]; b?: SmartClient[] };
+  accessTokenTtlSeconds?: number;
+  /** ACCESS_TOKEN_KEYS_FILE's keys (default: an ephemeral key). */
+  tokenSigningKeys?: Record<string, unknown>[];
+  auditEvents?: boolean;
 }
 
 export interface Harness {
@@ -73,8 +79,14 @@ export function testConfig(upstreamUrl: string, options: HarnessOptions = {}): C
     upstreamBaseUrl: upstreamUrl,
     databaseUrl: options.databaseUrl ?? `sqlite:${join(dir, 'adapter.db')}`,
     tenants: [
-      tenant('clinic-a', TENANT_A_KEY, options.maxInFlight ?? 3),
-      tenant('clinic-b', TENANT_B_KEY, options.maxInFlight ?? 3),
+      {
+        ...tenant('clinic-a', TENANT_A_KEY, options.maxInFlight ?? 3),
+        smartClients: options.smartClients?.a ?? [],
+      },
+      {
+        ...tenant('clinic-b', TENANT_B_KEY, options.maxInFlight ?? 3),
+        smartClients: options.smartClients?.b ?? [],
+      },
     ],
     sandbox: false,
     pollIntervalMs: options.pollIntervalMs ?? 50,
@@ -89,6 +101,9 @@ export function testConfig(upstreamUrl: string, options: HarnessOptions = {}): C
     submitRatePerMinute: 10_000,
     sandboxTimeScale: 1,
     corsOrigins: options.corsOrigins ?? [],
+    accessTokenTtlSeconds: options.accessTokenTtlSeconds ?? 300,
+    tokenSigningKeys: options.tokenSigningKeys ?? [],
+    auditEvents: options.auditEvents ?? true,
   };
 }
 

@@ -5,7 +5,7 @@
  * (several replicas).
  */
 import type { CheckAnswer } from '../../mapping/response/answer.js';
-import type { CoverageEligibilityRequest, CoverageEligibilityResponse } from 'fhir/r4.js';
+import type { AuditEvent, CoverageEligibilityRequest, CoverageEligibilityResponse } from 'fhir/r4.js';
 import type { UpstreamTaskRequest } from '../../upstream/contract.js';
 
 /**
@@ -210,6 +210,34 @@ export interface ClaimOptions {
   maxInFlight: (tenantId: string) => number;
 }
 
+/** One stored AuditEvent with the columns it is searched by. */
+export interface AuditRow {
+  id: string;
+  tenantId: string;
+  /** Epoch ms; the resource's `recorded`. */
+  recordedAt: number;
+  /** AuditEvent.action: C R U D E. */
+  action: string;
+  /** The FHIR interaction or operation (`read`, `search-type`, `$submit`...). */
+  subtype: string;
+  /** The agent's id: a SMART client id or an API key id (`key-...`). */
+  agent: string;
+  /** The relative reference of the check concerned (`CoverageEligibilityResponse/{id}`), if any. */
+  entity: string | null;
+  /** AuditEvent.outcome: 0 4 8 12. */
+  outcome: string;
+  resource: AuditEvent;
+}
+
+/** The filters of an AuditEvent search; each list is an OR of values, each range ANDed. */
+export interface AuditFilters {
+  ids?: string[];
+  entity?: string[];
+  agent?: string[];
+  action?: string[];
+  date?: DateRange[];
+}
+
 export interface CheckStore {
   readonly kind: 'sqlite' | 'postgres';
   /** Creates or upgrades tables. Idempotent; run at start-up. */
@@ -291,4 +319,17 @@ export interface CheckStore {
   countByState(): Promise<Array<{ tenantId: string; state: CheckState; outcome: CerOutcome; count: number }>>;
   /** Deletes done checks whose updatedAt is before the given time (retention); returns how many. In-flight checks are never purged. */
   purgeBefore(updatedBefore: number): Promise<number>;
+
+  // SMART Backend Services and the audit trail (docs/auth.md).
+  /**
+   * Remembers a client assertion's `jti` until `expiresAt`, for every replica: true the first
+   * time, false when the same client already used it (a replay).
+   */
+  rememberJti(clientKey: string, jti: string, expiresAt: number, now: number): Promise<boolean>;
+  /** Writes a batch of AuditEvents in one transaction. */
+  insertAuditEvents(rows: readonly AuditRow[]): Promise<void>;
+  /** A tenant's AuditEvents matching the filters, newest first, at most `count`. */
+  searchAuditEvents(tenantId: string, filters: AuditFilters, count: number): Promise<AuditRow[]>;
+  /** Deletes AuditEvents recorded before the given time (retention); returns how many. */
+  purgeAuditBefore(recordedBefore: number): Promise<number>;
 }

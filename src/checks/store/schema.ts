@@ -92,6 +92,32 @@ const MIGRATIONS: readonly Migration[] = [
     'CREATE INDEX checks_request_identifier_idx ON checks (tenant_id, request_identifier_value)',
     'CREATE INDEX checks_created_idx ON checks (tenant_id, created_at)',
   ],
+  // 8 (issue 18, SMART Backend Services and AuditEvent; docs/auth.md): the `jti` of every client
+  // assertion until it expires, shared by all replicas so a replayed assertion is refused by any
+  // of them; and the audit trail, searched per tenant by time, entity, agent and action.
+  (t) => [
+    `CREATE TABLE assertion_jtis (
+    client_key TEXT NOT NULL,
+    jti TEXT NOT NULL,
+    expires_at ${t.bigint} NOT NULL,
+    PRIMARY KEY (client_key, jti)
+  )`,
+    'CREATE INDEX assertion_jtis_expires_idx ON assertion_jtis (expires_at)',
+    `CREATE TABLE audit_events (
+    id TEXT PRIMARY KEY,
+    tenant_id TEXT NOT NULL,
+    recorded_at ${t.bigint} NOT NULL,
+    action TEXT NOT NULL,
+    subtype TEXT NOT NULL,
+    agent TEXT NOT NULL,
+    entity TEXT,
+    outcome TEXT NOT NULL,
+    resource ${t.json} NOT NULL
+  )`,
+    'CREATE INDEX audit_events_tenant_time_idx ON audit_events (tenant_id, recorded_at, id)',
+    'CREATE INDEX audit_events_entity_idx ON audit_events (tenant_id, entity)',
+    'CREATE INDEX audit_events_purge_idx ON audit_events (recorded_at)',
+  ],
 ];
 
 /** The migration after which the answers of rows finished before it are decided once. */

@@ -39,6 +39,8 @@ import {
 import type { CheckColumn, Row } from './rows.js';
 import type { Dialect, Result, SqlDriver, Work } from './driver.js';
 import { migration } from './schema.js';
+import { insertingAudit, purgingAudit, rememberingJti, searchingAudit } from './audit-store.js';
+import type { AuditFilters, AuditRow } from './audit-store.js';
 import type { StoreKind } from './driver.js';
 
 /** Collects bind parameters while a statement is built; returns their placeholders. */
@@ -219,6 +221,22 @@ export class SqlStore implements CheckStore {
     // Only finished checks: purging an unfinished one would lose a check a client is still waiting for.
     const sql = `DELETE FROM checks WHERE state = 'done' AND updated_at < $1`;
     return (await this.driver.run('single', one(sql, [updatedBefore]))).changed;
+  }
+
+  rememberJti(clientKey: string, jti: string, expiresAt: number, now: number): Promise<boolean> {
+    return this.driver.run('write', rememberingJti(clientKey, jti, expiresAt, now));
+  }
+
+  insertAuditEvents(rows: readonly AuditRow[]): Promise<void> {
+    return this.driver.run('write', insertingAudit(this.dialect, rows));
+  }
+
+  searchAuditEvents(tenantId: string, filters: AuditFilters, count: number): Promise<AuditRow[]> {
+    return this.driver.run('single', searchingAudit(this.dialect, tenantId, filters, count));
+  }
+
+  purgeAuditBefore(recordedBefore: number): Promise<number> {
+    return this.driver.run('single', purgingAudit(recordedBefore));
   }
 
   // ---- the work of each call --------------------------------------------------------------
