@@ -205,6 +205,8 @@ export async function startServer(
         conformance: conformanceTypes(),
         documents: true,
         cors: config.corsOrigins.length > 0,
+        smartTokenUrl: `${baseUrl}/auth/token`,
+        auditEvents: true,
       },
       checks,
       baseUrl,

@@ -142,11 +142,13 @@ export function fhirRouter(deps: FhirRouteDeps): Router {
   if (auditStore) {
     router.get(
       '/AuditEvent',
+      audited(audit, { action: 'E', interaction: 'search-type' }),
       requireScope('AuditEvent', 's'),
       operation((req) => searchAuditEvents(req, auditStore, deps.baseUrl)),
     );
     router.get(
       '/AuditEvent/:id',
+      audited(audit, { action: 'R', interaction: 'read', entity: paramEntity('AuditEvent') }),
       requireScope('AuditEvent', 'r'),
       operation((req) => readAuditEvent(req, auditStore)),
     );

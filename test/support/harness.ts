@@ -48,6 +48,8 @@ export interface HarnessOptions {
   /** ACCESS_TOKEN_KEYS_FILE's keys (default: an ephemeral key). */
   tokenSigningKeys?: Record<string, unknown>[];
   auditEvents?: boolean;
+  /** PUBLIC_BASE_URL (default: http://localhost:<port>). */
+  publicBaseUrl?: string;
 }
 
 export interface Harness {
@@ -75,7 +77,7 @@ export function testConfig(upstreamUrl: string, options: HarnessOptions = {}): C
   return {
     port: 0,
     host: '127.0.0.1',
-    publicBaseUrl: null,
+    publicBaseUrl: options.publicBaseUrl ?? null,
     upstreamBaseUrl: upstreamUrl,
     databaseUrl: options.databaseUrl ?? `sqlite:${join(dir, 'adapter.db')}`,
     tenants: [
