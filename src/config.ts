@@ -256,12 +256,16 @@ function loadTenants(file: string, env: NodeJS.ProcessEnv): Tenant[] {
       upstream: t.upstream,
       practiceId: t.practiceId,
       maxInFlight: t.maxInFlight,
-      smartClients: t.smartClients.map((c) => ({
-        clientId: c.clientId,
-        ...(c.jwks ? { jwks: c.jwks } : {}),
-        ...(c.jwksUrl ? { jwksUrl: c.jwksUrl } : {}),
-        scopes: c.scopes,
-      })),
+      ...(t.smartClients.length > 0
+        ? {
+            smartClients: t.smartClients.map((c) => ({
+              clientId: c.clientId,
+              ...(c.jwks ? { jwks: c.jwks } : {}),
+              ...(c.jwksUrl ? { jwksUrl: c.jwksUrl } : {}),
+              scopes: c.scopes,
+            })),
+          }
+        : {}),
     };
   });
 }
