@@ -60,7 +60,7 @@ export function requireScope(type: string, permissions: string): RequestHandler 
       new OperationOutcomeError(
         outcome(
           'forbidden',
-          `This needs the scope system/${type}.${permissions} (or ${type} v1 .read/.write)`,
+          `This needs the scope system/${type}.${permissions}, which the access token was not granted`,
         ),
         403,
       ),
