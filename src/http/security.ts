@@ -104,7 +104,9 @@ export function audited(audit: AuditTrail | undefined, spec: AuditSpec): Request
       const principal = res.locals.principal as Principal | undefined;
       if (!principal) return;
       const status = res.statusCode;
-      const entity = status < 400 || status === 403 || status === 404 ? spec.entity?.(req, res) : undefined;
+      // Only an answered id is a reference to a check: on a refusal the id is the caller's text,
+      // which could be anything (a patient identifier), so it is not recorded.
+      const entity = status < 400 ? spec.entity?.(req, res) : undefined;
       const record: AuditRecord = {
         tenantId: principal.tenant.id,
         agentId: principal.id,
