@@ -76,7 +76,10 @@ export interface AuditSpec {
   entity?: (req: express.Request, res: Response) => string | undefined;
 }
 
-/** The check id in a Location header (`.../CoverageEligibilityResponse/{id}`), as a relative reference. */
+/**
+ * The check in the Location header the service set (`.../CoverageEligibilityResponse/{id}`), as a
+ * relative reference: also on an error answer that stored a CER (no determination).
+ */
 export function locationEntity(_req: express.Request, res: Response): string | undefined {
   const location = res.getHeader('location');
   const match =
@@ -86,11 +89,14 @@ export function locationEntity(_req: express.Request, res: Response): string | u
   return match?.[1];
 }
 
-/** The route's own resource: `{type}/{req.params.id}`. */
+/**
+ * The route's own resource, `{type}/{req.params.id}`, once it was answered: on a refusal the id is
+ * only the caller's text, which could be anything (a patient identifier), so it is not recorded.
+ */
 export const paramEntity =
   (type: string) =>
-  (req: express.Request): string | undefined =>
-    typeof req.params.id === 'string' ? `${type}/${req.params.id}` : undefined;
+  (req: express.Request, res: Response): string | undefined =>
+    res.statusCode < 400 && typeof req.params.id === 'string' ? `${type}/${req.params.id}` : undefined;
 
 /**
  * Records an AuditEvent for the request once its answer is sent (never on the answer's path):
@@ -104,9 +110,7 @@ export function audited(audit: AuditTrail | undefined, spec: AuditSpec): Request
       const principal = res.locals.principal as Principal | undefined;
       if (!principal) return;
       const status = res.statusCode;
-      // Only an answered id is a reference to a check: on a refusal the id is the caller's text,
-      // which could be anything (a patient identifier), so it is not recorded.
-      const entity = status < 400 ? spec.entity?.(req, res) : undefined;
+      const entity = spec.entity?.(req, res);
       const record: AuditRecord = {
         tenantId: principal.tenant.id,
         agentId: principal.id,

@@ -6,15 +6,23 @@
  * (default 20, at most 100). Comma = OR; `date` may repeat (AND); another parameter repeated is
  * 400. Newest first. Another tenant's event is 404.
  */
-import type { Bundle, BundleEntry } from 'fhir/r4.js';
+import type { AuditEvent, Bundle, BundleEntry } from 'fhir/r4.js';
 import type { AuditFilters } from '../checks/store/audit-store.js';
 import type { CheckStore } from '../checks/store/check-store.js';
-import { AUDIT_AGENT_SYSTEM } from '../fhir/audit-event.js';
+import { AUDIT_AGENT_SYSTEM, buildAuditEvent } from '../fhir/audit-event.js';
+import type { AuditRow } from '../checks/store/check-store.js';
 import { badRequest, notFound } from '../fhir/outcomes.js';
 import { dateRange } from './search/params.js';
 import type { FhirAnswer, FhirRequest } from './types.js';
 
 export type AuditStore = Pick<CheckStore, 'searchAuditEvents'>;
+
+/** The name this server gives itself as the audit source and destination agent. */
+export const SERVER_NAME = 'fhir-eligibility-adapter';
+
+function toAuditEvent(row: AuditRow): AuditEvent {
+  return buildAuditEvent(row.record, row.id, row.recordedAt, SERVER_NAME);
+}
 
 const DEFAULT_COUNT = 20;
 const MAX_COUNT = 100;
@@ -95,7 +103,7 @@ export async function searchAuditEvents(
   const rows = count === 0 ? [] : await store.searchAuditEvents(req.tenant.id, filters, count);
   const entry: BundleEntry[] = rows.map((row) => ({
     fullUrl: `${baseUrl}/fhir/AuditEvent/${row.id}`,
-    resource: row.resource,
+    resource: toAuditEvent(row),
     search: { mode: 'match' },
   }));
   const bundle: Bundle = {
@@ -113,5 +121,5 @@ export async function readAuditEvent(req: FhirRequest, store: AuditStore): Promi
   if (!ID.test(id)) throw notFound(`AuditEvent/${id.slice(0, 64)} is not known`);
   const [row] = await store.searchAuditEvents(req.tenant.id, { ids: [id] }, 1);
   if (!row) throw notFound(`AuditEvent/${id} is not known`);
-  return { status: 200, body: row.resource };
+  return { status: 200, body: toAuditEvent(row) };
 }

@@ -318,6 +318,15 @@ describe('the access token as a Bearer', () => {
     const res = await request(h.url).get(path).set('Authorization', `Bearer ${tokenB}`);
     expect(res.status).toBe(404);
     expectValidFhir(res.body);
+    // Recorded in tenant B's trail as a refused read, without the id it asked for.
+    const refused = await until(async () => {
+      const trail = await request(h.url).get('/fhir/AuditEvent?agent=engine-b&action=R').set(h.authB);
+      const events = ((trail.body as Bundle).entry ?? []).map((e) => e.resource as AuditEvent);
+      return events.find((e) => e.outcome === '4');
+    });
+    expectValidFhir(refused);
+    expect(refused.entity).toBeUndefined();
+    expect(JSON.stringify(refused)).not.toContain(path.split('/').pop());
   });
 
   it('refuses an expired or tampered token with 401 and WWW-Authenticate', async () => {

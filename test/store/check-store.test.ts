@@ -924,13 +924,18 @@ describe.each([sqliteBackend(), postgresBackend()])('CheckStore on $name', (back
     ]);
     const all = await store.searchAuditEvents('tenant-a', {}, 10);
     expect(all.map((r) => r.recordedAt)).toEqual([T0 + 2000, T0 + 1000, T0]);
-    expect(all[0]?.resource).toMatchObject({ resourceType: 'AuditEvent', id: all[0]?.id, action: 'R' });
+    expect(all[0]?.record).toMatchObject({
+      tenantId: 'tenant-a',
+      agentId: 'key-abc',
+      action: 'R',
+      interaction: 'read',
+    });
     const byEntity = await store.searchAuditEvents(
       'tenant-a',
       { entity: ['CoverageEligibilityResponse/c1'] },
       10,
     );
-    expect(byEntity.map((r) => r.agent)).toEqual(['engine']);
+    expect(byEntity.map((r) => r.record.agentId)).toEqual(['engine']);
     expect(await store.searchAuditEvents('tenant-a', { agent: ['engine'], action: ['E'] }, 10)).toHaveLength(
       1,
     );

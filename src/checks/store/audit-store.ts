@@ -4,31 +4,27 @@
  * Run by SqlStore on either database, like the rest of the store.
  */
 import { randomUUID } from 'node:crypto';
-import type { AuditEvent } from 'fhir/r4.js';
-import type { AuditRecord } from '../../fhir/audit-event.js';
-import { auditSubtype, buildAuditEvent } from '../../fhir/audit-event.js';
+import type { AuditAction, AuditOutcome, AuditRecord } from '../../fhir/audit-event.js';
 import type { AuditFilters, AuditRow } from './check-store.js';
 
 export type { AuditFilters, AuditRow } from './check-store.js';
-import type { Dialect, Result, Work } from './driver.js';
+import type { Result, Work } from './driver.js';
 import { int, nullableText, text } from './rows.js';
 import type { Row } from './rows.js';
 
-export const SERVER_NAME = 'fhir-eligibility-adapter';
+/** The id prefix of a time: 12 hex digits of epoch ms, so ids sort by the time they were recorded. */
+function timePrefix(epochMs: number): string {
+  return Math.max(0, Math.floor(epochMs)).toString(16).padStart(12, '0');
+}
 
-/** The row of a record: the AuditEvent and the columns it is searched by. */
-export function auditRow(record: AuditRecord, recordedAt: number, id: string = randomUUID()): AuditRow {
-  return {
-    id,
-    tenantId: record.tenantId,
-    recordedAt,
-    action: record.action,
-    subtype: auditSubtype(record),
-    agent: record.agentId,
-    entity: record.entities?.[0] ?? null,
-    outcome: record.outcome,
-    resource: buildAuditEvent(record, id, recordedAt, SERVER_NAME),
-  };
+/**
+ * A record as it is stored: its id and time (the AuditEvent is built from it when read). The id is
+ * the recording time and 80 random bits, 32 hex digits: new rows go to the end of the primary
+ * key, and the retention purge is a range of it.
+ */
+export function auditRow(record: AuditRecord, recordedAt: number): AuditRow {
+  const random = randomUUID().replace(/-/g, '').slice(0, 20);
+  return { id: `${timePrefix(recordedAt)}${random}`, recordedAt, record };
 }
 
 function* one(sql: string, params: readonly unknown[] = []): Work<Result> {
@@ -54,34 +50,55 @@ export function* rememberingJti(
   return result.changed === 1;
 }
 
-/** Inserts a batch of audit rows in one write. */
-export function* insertingAudit(dialect: Dialect, rows: readonly AuditRow[]): Work<void> {
-  for (const row of rows) {
-    yield {
-      sql: `INSERT INTO audit_events (id, tenant_id, recorded_at, action, subtype, agent, entity, outcome, resource)
-            VALUES ($1, $2, $3, $4, $5, $6, $7, $8, ${dialect.json('$9')}) ON CONFLICT (id) DO NOTHING`,
-      params: [
+const AUDIT_COLUMNS = [
+  'id',
+  'tenant_id',
+  'recorded_at',
+  'action',
+  'interaction',
+  'operation',
+  'agent',
+  'agent_kind',
+  'entity',
+  'outcome',
+  'outcome_desc',
+] as const;
+/** Rows per INSERT statement: one statement for many rows costs far less than one per row. */
+const INSERT_ROWS = 50;
+
+/** Inserts a batch of audit rows in one write, up to INSERT_ROWS rows per statement. */
+export function* insertingAudit(rows: readonly AuditRow[]): Work<void> {
+  for (let start = 0; start < rows.length; start += INSERT_ROWS) {
+    const chunk = rows.slice(start, start + INSERT_ROWS);
+    const params: unknown[] = [];
+    const tuples = chunk.map((row) => {
+      const { record } = row;
+      const first = params.length;
+      params.push(
         row.id,
-        row.tenantId,
+        record.tenantId,
         row.recordedAt,
-        row.action,
-        row.subtype,
-        row.agent,
-        row.entity,
-        row.outcome,
-        JSON.stringify(row.resource),
-      ],
+        record.action,
+        record.interaction,
+        record.operation ?? null,
+        record.agentId,
+        record.agentKind,
+        record.entities?.[0] ?? null,
+        record.outcome,
+        record.outcomeDesc ?? null,
+      );
+      return `(${AUDIT_COLUMNS.map((_c, i) => `$${first + i + 1}`).join(', ')})`;
+    });
+    yield {
+      sql: `INSERT INTO audit_events (${AUDIT_COLUMNS.join(', ')}) VALUES ${tuples.join(', ')}
+            ON CONFLICT (id) DO NOTHING`,
+      params,
     };
   }
 }
 
 /** A tenant's audit rows matching every filter, newest first, at most `count`. */
-export function* searchingAudit(
-  dialect: Dialect,
-  tenantId: string,
-  filters: AuditFilters,
-  count: number,
-): Work<AuditRow[]> {
+export function* searchingAudit(tenantId: string, filters: AuditFilters, count: number): Work<AuditRow[]> {
   const params: unknown[] = [tenantId];
   const bind = (value: unknown) => {
     params.push(value);
@@ -103,9 +120,7 @@ export function* searchingAudit(
     where.push(range.not ? `NOT (${parts.join(' AND ')})` : `(${parts.join(' AND ')})`);
   }
   const { rows } = yield* one(
-    `SELECT id, tenant_id, recorded_at, action, subtype, agent, entity, outcome,
-            ${dialect.jsonText('resource')} AS resource
-     FROM audit_events WHERE ${where.join(' AND ')}
+    `SELECT ${AUDIT_COLUMNS.join(', ')} FROM audit_events WHERE ${where.join(' AND ')}
      ORDER BY recorded_at DESC, id DESC LIMIT ${bind(count)}`,
     params,
   );
@@ -113,20 +128,24 @@ export function* searchingAudit(
 }
 
 function rowToAudit(row: Row): AuditRow {
-  return {
-    id: text(row, 'id'),
+  const record: AuditRecord = {
     tenantId: text(row, 'tenant_id'),
-    recordedAt: int(row, 'recorded_at'),
-    action: text(row, 'action'),
-    subtype: text(row, 'subtype'),
-    agent: text(row, 'agent'),
-    entity: nullableText(row, 'entity'),
-    outcome: text(row, 'outcome'),
-    resource: JSON.parse(text(row, 'resource')) as AuditEvent,
+    agentId: text(row, 'agent'),
+    agentKind: text(row, 'agent_kind') as AuditRecord['agentKind'],
+    action: text(row, 'action') as AuditAction,
+    interaction: text(row, 'interaction'),
+    outcome: text(row, 'outcome') as AuditOutcome,
   };
+  const operation = nullableText(row, 'operation');
+  if (operation !== null) record.operation = operation;
+  const entity = nullableText(row, 'entity');
+  if (entity !== null) record.entities = [entity];
+  const outcomeDesc = nullableText(row, 'outcome_desc');
+  if (outcomeDesc !== null) record.outcomeDesc = outcomeDesc;
+  return { id: text(row, 'id'), recordedAt: int(row, 'recorded_at'), record };
 }
 
 /** Deletes audit rows recorded before the given time (retention); returns how many. */
 export function* purgingAudit(recordedBefore: number): Work<number> {
-  return (yield* one('DELETE FROM audit_events WHERE recorded_at < $1', [recordedBefore])).changed;
+  return (yield* one('DELETE FROM audit_events WHERE id < $1', [timePrefix(recordedBefore)])).changed;
 }

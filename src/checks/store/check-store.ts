@@ -5,7 +5,8 @@
  * (several replicas).
  */
 import type { CheckAnswer } from '../../mapping/response/answer.js';
-import type { AuditEvent, CoverageEligibilityRequest, CoverageEligibilityResponse } from 'fhir/r4.js';
+import type { CoverageEligibilityRequest, CoverageEligibilityResponse } from 'fhir/r4.js';
+import type { AuditRecord } from '../../fhir/audit-event.js';
 import type { UpstreamTaskRequest } from '../../upstream/contract.js';
 
 /**
@@ -210,23 +211,15 @@ export interface ClaimOptions {
   maxInFlight: (tenantId: string) => number;
 }
 
-/** One stored AuditEvent with the columns it is searched by. */
+/**
+ * One stored audit record: the columns it is searched by; the AuditEvent resource is built from
+ * it when read (src/fhir/audit-event.ts), so the rows stay small and cheap to write.
+ */
 export interface AuditRow {
   id: string;
-  tenantId: string;
   /** Epoch ms; the resource's `recorded`. */
   recordedAt: number;
-  /** AuditEvent.action: C R U D E. */
-  action: string;
-  /** The FHIR interaction or operation (`read`, `search-type`, `$submit`...). */
-  subtype: string;
-  /** The agent's id: a SMART client id or an API key id (`key-...`). */
-  agent: string;
-  /** The relative reference of the check concerned (`CoverageEligibilityResponse/{id}`), if any. */
-  entity: string | null;
-  /** AuditEvent.outcome: 0 4 8 12. */
-  outcome: string;
-  resource: AuditEvent;
+  record: AuditRecord;
 }
 
 /** The filters of an AuditEvent search; each list is an OR of values, each range ANDed. */

@@ -228,11 +228,11 @@ export class SqlStore implements CheckStore {
   }
 
   insertAuditEvents(rows: readonly AuditRow[]): Promise<void> {
-    return this.driver.run('write', insertingAudit(this.dialect, rows));
+    return this.driver.run('write', insertingAudit(rows));
   }
 
   searchAuditEvents(tenantId: string, filters: AuditFilters, count: number): Promise<AuditRow[]> {
-    return this.driver.run('single', searchingAudit(this.dialect, tenantId, filters, count));
+    return this.driver.run('single', searchingAudit(tenantId, filters, count));
   }
 
   purgeAuditBefore(recordedBefore: number): Promise<number> {
