@@ -4,6 +4,10 @@
  * serving the same bytes from memory. Target: at least 0.7 of the bare app's rate.
  *
  *   npm run bench:read            (BENCH_SECONDS=10 BENCH_ROUNDS=3 by default; medians reported)
+ *
+ * With `--audit` (npm run bench:read:audit) the same read runs against two adapters instead, one
+ * recording AuditEvents (AUDIT_EVENTS=on, the default) and one not (off), in interleaved pairs:
+ * target: on >= 0.9 x off (docs/auth.md).
  */
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -37,6 +41,11 @@ function medianRun(runs: LoadResult[]): LoadResult {
     non2xx: runs.reduce((n, r) => n + r.non2xx, 0),
     errors: runs.reduce((n, r) => n + r.errors, 0),
   };
+}
+
+if (process.argv.includes('--audit')) {
+  await compareAudit();
+  process.exit(0);
 }
 
 const sandbox = await startSandbox({ port: 0, timeScale: 0.01, apiKeys: [UPSTREAM_KEY] });
@@ -116,4 +125,77 @@ try {
 } finally {
   await service.stop();
   await sandbox.close();
+}
+
+/** A service with one complete CER: its path and the auth header to read it. */
+async function serviceWithCer(upstreamUrl: string, env: Record<string, string>) {
+  const dir = mkdtempSync(join(tmpdir(), 'fea-bench-read-'));
+  const service = await spawnService({
+    UPSTREAM_BASE_URL: upstreamUrl,
+    TENANTS_FILE: writeTenantsFile(dir, 1, UPSTREAM_KEY, 10),
+    DATABASE_URL: `sqlite:${join(dir, 'adapter.db')}`,
+    POLL_INTERVAL_MS: '50',
+    LOG_LEVEL: process.env.BENCH_LOG_LEVEL ?? 'info',
+    SUBMIT_RATE_PER_MINUTE: '100000',
+    ...env,
+  });
+  const auth = tenantAuth(0);
+  const submitted = await fetch(`${service.url}/fhir/CoverageEligibilityRequest/$submit`, {
+    method: 'POST',
+    headers: { ...auth, 'Content-Type': 'application/fhir+json', Prefer: 'wait=30' },
+    body: JSON.stringify(eligibilityRequest({ emiratesId: '784-1990-0000001-1' })),
+  });
+  const path = new URL(String(submitted.headers.get('location'))).pathname;
+  await until(
+    async () => {
+      const res = await fetch(`${service.url}${path}`, { headers: auth });
+      return ((await res.json()) as { outcome?: string }).outcome === 'complete' ? true : undefined;
+    },
+    30_000,
+    'a complete CER',
+  );
+  return { service, url: `${service.url}${path}`, auth };
+}
+
+/** Audit on against audit off: interleaved pairs, the order alternating, medians and per-pair ratios. */
+async function compareAudit(): Promise<void> {
+  const upstream = await startSandbox({ port: 0, timeScale: 0.01, apiKeys: [UPSTREAM_KEY] });
+  const on = await serviceWithCer(upstream.url, { AUDIT_EVENTS: 'on' });
+  const off = await serviceWithCer(upstream.url, { AUDIT_EVENTS: 'off' });
+  try {
+    await autocannon(on.url, on.auth, 50, 2);
+    await autocannon(off.url, off.auth, 50, 2);
+    const onRuns: LoadResult[] = [];
+    const offRuns: LoadResult[] = [];
+    for (let round = 0; round < rounds; round += 1) {
+      if (round % 2 === 0) {
+        onRuns.push(await autocannon(on.url, on.auth, 50, seconds));
+        offRuns.push(await autocannon(off.url, off.auth, 50, seconds));
+      } else {
+        offRuns.push(await autocannon(off.url, off.auth, 50, seconds));
+        onRuns.push(await autocannon(on.url, on.auth, 50, seconds));
+      }
+    }
+    const ratios = onRuns.map((a, i) =>
+      Number((a.requestsPerSecond / (offRuns[i]?.requestsPerSecond ?? 1)).toFixed(3)),
+    );
+    // Every read was recorded: the AuditEvents of the 'on' service, counted by a search.
+    const events = await fetch(`${on.service.url}/fhir/AuditEvent?_count=1&action=R`, { headers: on.auth });
+    await record('read-path-audit', {
+      rounds,
+      seconds,
+      connections: 50,
+      machine: machine(),
+      auditOn: medianRun(onRuns),
+      auditOff: medianRun(offRuns),
+      ratiosPerRound: ratios,
+      ratio: [...ratios].sort((a, b) => a - b)[Math.floor(ratios.length / 2)] ?? 0,
+      auditSearchStatus: events.status,
+      target: 0.9,
+    });
+  } finally {
+    await on.service.stop();
+    await off.service.stop();
+    await upstream.close();
+  }
 }

@@ -29,6 +29,20 @@ export interface Tenant {
    * never; absent = DEFAULT_REUSE_WINDOW_MINUTES). docs/batch-and-reuse.md.
    */
   reuseWindowMinutes?: number;
+  /** SMART Backend Services clients of the tenant (docs/auth.md); absent = none. */
+  smartClients?: SmartClient[];
+}
+
+/**
+ * A system client registered for SMART Backend Services: its public keys (inline JWKS or a URL)
+ * and the scopes it may be granted (SMART v2 or v1, `*` for any type).
+ * https://hl7.org/fhir/smart-app-launch/client-confidential-asymmetric.html
+ */
+export interface SmartClient {
+  clientId: string;
+  jwks?: { keys: Record<string, unknown>[] };
+  jwksUrl?: string;
+  scopes: string[];
 }
 
 /** The reuse window of a tenant that does not set one (docs/batch-and-reuse.md). */
@@ -64,6 +78,15 @@ export interface Config {
   corsOrigins: string[];
   /** How long a failing subscription endpoint is retried before the subscription turns `error`. */
   subscriptionRetryMinutes?: number;
+  /** Lifetime of a SMART access token (seconds). */
+  accessTokenTtlSeconds: number;
+  /**
+   * Private JWKs that sign access tokens: the first signs, every one verifies (rotation:
+   * docs/auth.md). Empty = an ephemeral key made at start-up (sandbox mode only).
+   */
+  tokenSigningKeys: Record<string, unknown>[];
+  /** AuditEvents are recorded (AUDIT_EVENTS=off only for measurements). */
+  auditEvents: boolean;
 }
 
 const SANDBOX_KEY = 'sandbox';
@@ -109,6 +132,9 @@ const envSchema = z.object({
     .transform(Number)
     .pipe(z.number().positive())
     .default(1),
+  ACCESS_TOKEN_TTL_SECONDS: intFrom(30).pipe(z.number().max(3600)).default(300),
+  ACCESS_TOKEN_KEYS_FILE: z.string().min(1).optional(),
+  AUDIT_EVENTS: z.enum(['on', 'off']).default('on'),
   LOG_LEVEL: z.enum(['error', 'warn', 'info', 'http', 'verbose', 'debug', 'silly']).default('info'),
   /** Comma-separated origins (`https://ehr.example.org`), each exactly scheme, host and port. */
   CORS_ORIGINS: z
@@ -163,6 +189,44 @@ const subscriptionEndpoint = z
     return /^https?:$/.test(url.protocol) && !url.username && !url.password && !url.search && !url.hash;
   }, 'subscriptionEndpoints entries must be http(s) URLs without credentials, query or fragment');
 
+/**
+ * Where a client's JWKS may be fetched from: https, or http to a loopback address (a key server
+ * on the same host). https://hl7.org/fhir/smart-app-launch/client-confidential-asymmetric.html
+ * asks for TLS on the JWKS URL.
+ */
+export function isAllowedJwksUrl(value: string): boolean {
+  try {
+    const url = new URL(value);
+    if (url.username || url.password) return false;
+    if (url.protocol === 'https:') return true;
+    return url.protocol === 'http:' && ['localhost', '127.0.0.1', '[::1]'].includes(url.hostname);
+  } catch {
+    return false;
+  }
+}
+
+/** A SMART scope as a client may be registered with (v2 `.cruds` or v1 `.read`/`.write`/`.*`). */
+export const SMART_SCOPE = /^system\/(\*|[A-Z][A-Za-z]{1,63})\.(c?r?u?d?s?|read|write|\*)$/;
+
+const jwkSchema = z.object({ kty: z.string().min(1) }).passthrough();
+
+const smartClientSchema = z
+  .object({
+    clientId: z.string().regex(/^[A-Za-z0-9._:-]{1,128}$/, 'clientId: 1-128 of A-Z a-z 0-9 . _ : -'),
+    jwks: z.object({ keys: z.array(jwkSchema).min(1) }).optional(),
+    jwksUrl: z
+      .string()
+      .refine(isAllowedJwksUrl, 'jwksUrl must be https, or http to a loopback address')
+      .optional(),
+    scopes: z
+      .array(z.string().refine((v) => SMART_SCOPE.test(v) && !v.endsWith('.'), 'not a system/ SMART scope'))
+      .min(1),
+  })
+  .refine(
+    (c) => (c.jwks === undefined) !== (c.jwksUrl === undefined),
+    'give exactly one of jwks and jwksUrl',
+  );
+
 const tenantsSchema = (env: NodeJS.ProcessEnv) =>
   z.object({
     tenants: z
@@ -181,6 +245,7 @@ const tenantsSchema = (env: NodeJS.ProcessEnv) =>
           maxInFlight: z.number().int().min(1).max(1000).default(3),
           subscriptionEndpoints: z.array(subscriptionEndpoint).max(50).optional(),
           reuseWindowMinutes: z.number().int().min(0).max(10_080).default(DEFAULT_REUSE_WINDOW_MINUTES),
+          smartClients: z.array(smartClientSchema).default([]),
         }),
       )
       .min(1),
@@ -205,9 +270,17 @@ function loadTenants(file: string, env: NodeJS.ProcessEnv): Tenant[] {
   const parsed = tenantsSchema(env).safeParse(raw);
   if (!parsed.success) throw new ConfigError(describe(parsed.error, 'TENANTS_FILE'));
   const ids = new Set<string>();
+  const clientIds = new Set<string>();
   return parsed.data.tenants.map((t) => {
     if (ids.has(t.id)) throw new ConfigError(`TENANTS_FILE: tenant id ${t.id} appears twice`);
     ids.add(t.id);
+    for (const client of t.smartClients) {
+      // The token endpoint finds the tenant from the client id alone.
+      if (clientIds.has(client.clientId)) {
+        throw new ConfigError(`TENANTS_FILE: smart client id ${client.clientId} appears twice`);
+      }
+      clientIds.add(client.clientId);
+    }
     return {
       id: t.id,
       apiKeyHashes: t.apiKeys.map((k) => k.slice('sha256:'.length)),
@@ -216,8 +289,47 @@ function loadTenants(file: string, env: NodeJS.ProcessEnv): Tenant[] {
       maxInFlight: t.maxInFlight,
       ...(t.subscriptionEndpoints ? { subscriptionEndpoints: t.subscriptionEndpoints } : {}),
       reuseWindowMinutes: t.reuseWindowMinutes,
+      ...(t.smartClients.length > 0
+        ? {
+            smartClients: t.smartClients.map((c) => ({
+              clientId: c.clientId,
+              ...(c.jwks ? { jwks: c.jwks } : {}),
+              ...(c.jwksUrl ? { jwksUrl: c.jwksUrl } : {}),
+              scopes: c.scopes,
+            })),
+          }
+        : {}),
     };
   });
+}
+
+/** The access-token signing keys: a JWKS file of private keys, each with its `kid` and `alg`. */
+function loadSigningKeys(file: string): Record<string, unknown>[] {
+  let raw: unknown;
+  try {
+    raw = JSON.parse(readFileSync(file, 'utf8'));
+  } catch (error) {
+    const reason = (error as NodeJS.ErrnoException).code ?? 'not valid JSON';
+    throw new ConfigError(`ACCESS_TOKEN_KEYS_FILE: cannot read ${file} as JSON (${reason})`);
+  }
+  const parsed = z
+    .object({
+      keys: z
+        .array(
+          jwkSchema.extend({
+            kid: z.string().min(1),
+            alg: z.enum(['ES256', 'ES384', 'RS256', 'RS384']),
+            d: z.string().min(1).optional(),
+          }),
+        )
+        .min(1),
+    })
+    .safeParse(raw);
+  if (!parsed.success) throw new ConfigError(describe(parsed.error, 'ACCESS_TOKEN_KEYS_FILE'));
+  if (parsed.data.keys[0]?.d === undefined) {
+    throw new ConfigError('ACCESS_TOKEN_KEYS_FILE: keys.0: the first key signs, so it must be a private key');
+  }
+  return parsed.data.keys;
 }
 
 /** The sandbox tenant: id `sandbox`, API key `sandbox` (the README). */
@@ -251,6 +363,12 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     );
   }
   const tenants = e.TENANTS_FILE ? loadTenants(e.TENANTS_FILE, env) : [sandboxTenant()];
+  const tokenSigningKeys = e.ACCESS_TOKEN_KEYS_FILE ? loadSigningKeys(e.ACCESS_TOKEN_KEYS_FILE) : [];
+  if (!sandbox && tokenSigningKeys.length === 0 && tenants.some((t) => t.smartClients?.length)) {
+    throw new ConfigError(
+      'ACCESS_TOKEN_KEYS_FILE: required when a tenant has smartClients outside sandbox mode (replicas must share the key)',
+    );
+  }
   return {
     port: e.PORT,
     host: e.HOST,
@@ -272,5 +390,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     sandboxTimeScale: e.SANDBOX_TIME_SCALE,
     corsOrigins: e.CORS_ORIGINS,
     subscriptionRetryMinutes: e.SUBSCRIPTION_RETRY_MINUTES,
+    accessTokenTtlSeconds: e.ACCESS_TOKEN_TTL_SECONDS,
+    tokenSigningKeys,
+    auditEvents: e.AUDIT_EVENTS === 'on',
   };
 }

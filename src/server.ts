@@ -29,6 +29,10 @@ import { createFhirKitResolver } from './mapping/request/resolver.js';
 import { UpstreamClient } from './upstream/client.js';
 import { startSandbox } from './sandbox/index.js';
 import { DeliveryWorker } from './notifications/worker.js';
+import { AuditTrail } from './checks/audit.js';
+import { AccessTokens } from './operations/auth/access-tokens.js';
+import { ClientKeys } from './operations/auth/token-endpoint.js';
+import { RefusalCounter, tokenRoute } from './http/security.js';
 
 export const VERSION = '0.1.0';
 
@@ -42,6 +46,8 @@ export interface RunningServer {
   /** Sends subscription notifications (docs/notifications.md). */
   notifications: DeliveryWorker;
   upstreamUrl: string;
+  /** The audit trail (record() from other routes; flush() in tests). */
+  audit: AuditTrail;
   stop(): Promise<void>;
 }
 
@@ -170,12 +176,46 @@ export async function startServer(
     onEvent: metrics.onLifecycle,
   });
 
+  // SMART Backend Services and the audit trail (docs/auth.md).
+  const { tokens, ephemeral } = await AccessTokens.create({
+    keys: config.tokenSigningKeys,
+    issuer: baseUrl,
+    audience: `${baseUrl}/fhir`,
+    ttlSeconds: config.accessTokenTtlSeconds,
+    tenants: config.tenants,
+  });
+  if (ephemeral && config.tenants.some((t) => t.smartClients?.length)) {
+    logger.warn(
+      'ACCESS_TOKEN_KEYS_FILE is not set: access tokens are signed with an ephemeral key made at start-up',
+    );
+  }
+  const audit = new AuditTrail(
+    store,
+    { enabled: config.auditEvents, flushMs: 200, batchSize: 200, maxQueued: 50_000, now },
+    logger,
+  );
+  const refusals = new RefusalCounter(logger);
+  const tokenRoutes = tokenRoute(
+    {
+      tenants: config.tenants,
+      tokens,
+      keys: new ClientKeys(),
+      tokenUrl: `${baseUrl}/auth/token`,
+      rememberJti: (clientKey, jti, expiresAt, at) => store.rememberJti(clientKey, jti, expiresAt, at),
+      now,
+    },
+    { audit, refused: refusals.note },
+  );
+
   const app = createApp({
     logger,
     ready: () => readiness(store, upstream),
     observe: (method, route, status, seconds) =>
       metrics.httpDuration.observe({ method, route, status: String(status) }, seconds),
-    extraRoutes: metricsRoute(metrics, config.metricsToken),
+    extraRoutes: (express) => {
+      metricsRoute(metrics, config.metricsToken)(express);
+      tokenRoutes(express);
+    },
     corsOrigins: config.corsOrigins,
     appPage: appPageRouter({ tenants: config.tenants, store, logger, now }),
     fhir: fhirRouter({
@@ -187,6 +227,8 @@ export async function startServer(
         documents: true,
         cors: config.corsOrigins.length > 0,
         subscriptions: true,
+        smartTokenUrl: `${baseUrl}/auth/token`,
+        auditEvents: true,
       },
       subscriptions: { store, baseUrl, now, wake: () => notifications.wake() },
       checks,
@@ -194,6 +236,7 @@ export async function startServer(
       submitRatePerMinute: config.submitRatePerMinute,
       pollIntervalMs: config.pollIntervalMs,
       cerCache: new CerCache(),
+      security: { tokens, refused: refusals.note, now, audit, auditStore: store },
       freshResults: new FreshResults(upstream),
       documentOrigins: [new URL(upstreamUrl).origin],
       logger,
@@ -219,6 +262,9 @@ export async function startServer(
       },
       (error: unknown) => logger.error('retention purge failed', { error }),
     );
+    store
+      .purgeAuditBefore(now() - config.retentionDays * 86_400_000)
+      .catch((error: unknown) => logger.error('audit retention purge failed', { error }));
   };
   // Not on the start-up path: the first purge a minute after start, then hourly.
   const firstPurge = setTimeout(purge, 60_000);
@@ -243,6 +289,7 @@ export async function startServer(
     checks,
     notifications,
     upstreamUrl,
+    audit,
     async stop() {
       clearInterval(purgeTimer);
       clearTimeout(firstPurge);
@@ -253,6 +300,8 @@ export async function startServer(
       });
       await scheduler.stop();
       await notifications.stop();
+      refusals.stop();
+      await audit.stop();
       await client.close();
       await sandbox?.close();
       await store.close();

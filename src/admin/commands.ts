@@ -5,9 +5,10 @@
  *   reset-guard <tenant> <payer> remove a guard after the clinic fixed its payer credentials
  *   stuck                       checks past their timeout and not done
  *
- * Reads DATABASE_URL like the service. Every reset writes an audit log line.
+ * Reads DATABASE_URL like the service. Every reset writes an audit log line and an AuditEvent.
  */
 import type { CheckStore } from '../checks/store/check-store.js';
+import { auditRow } from '../checks/store/audit-store.js';
 import type { Logger } from '../log.js';
 import { safeLabel } from '../log.js';
 
@@ -38,6 +39,22 @@ export async function runAdmin(store: CheckStore, args: string[], io: AdminIo): 
       }
       const removed = await store.deleteGuard(tenantId, payerCode);
       io.logger.warn('audit: payer guard reset by operator', { tenantId, payerCode, removed });
+      // The tenant's audit trail too (docs/auth.md): an AuditEvent with the operator as agent.
+      await store.insertAuditEvents([
+        auditRow(
+          {
+            tenantId,
+            agentId: 'operator',
+            agentKind: 'operator',
+            action: 'D',
+            interaction: 'delete',
+            operation: 'guard-reset',
+            outcome: removed ? '0' : '4',
+            ...(removed ? {} : { outcomeDesc: 'no guard was open' }),
+          },
+          io.now(),
+        ),
+      ]);
       io.out(
         removed ? `guard removed for ${tenantId} ${payerCode}` : `no guard for ${tenantId} ${payerCode}`,
       );

@@ -30,7 +30,11 @@ import type { FhirAnswer, FhirRequest } from '../operations/types.js';
 import { streamDocument, type DocumentProxyDeps } from './binary-route.js';
 import { batchBody, fhirBody, negotiate, sendAnswer, sendResource } from './fhir-json.js';
 import { authenticate } from './middleware.js';
+import type { AuthenticateOptions } from './middleware.js';
 import { submitRateLimit } from './rate-limit.js';
+import type { AuditTrail } from '../checks/audit.js';
+import { readAuditEvent, searchAuditEvents, type AuditStore } from '../operations/audit-events.js';
+import { audited, locationEntity, paramEntity, requireScope, smartConfiguration } from './security.js';
 
 export interface FhirRouteDeps extends DocumentProxyDeps {
   tenants: readonly Tenant[];
@@ -45,6 +49,8 @@ export interface FhirRouteDeps extends DocumentProxyDeps {
   cerCache: CerCache;
   /** Subscriptions (docs/notifications.md); absent: not served. */
   subscriptions?: SubscriptionDeps;
+  /** SMART access tokens, the audit trail and its store (docs/auth.md); absent = API keys only, no audit. */
+  security?: AuthenticateOptions & { audit?: AuditTrail; auditStore?: AuditStore };
 }
 
 /** Builds the FhirRequest of an express request (after authentication). */
@@ -88,11 +94,19 @@ export function fhirRouter(deps: FhirRouteDeps): Router {
       sendAnswer(res, readTopic(String(req.params.id)));
     });
   }
+  router.get('/.well-known/smart-configuration', (_req, res) => {
+    res.status(200).json(smartConfiguration(deps.baseUrl));
+  });
 
-  router.use(authenticate(deps.tenants));
+  router.use(authenticate(deps.tenants, deps.security));
+  const audit = deps.security?.audit;
+  const CER = 'CoverageEligibilityResponse';
+  const REQ = 'CoverageEligibilityRequest';
   if (deps.subscriptions) subscriptionRoutes(router, deps.subscriptions);
   router.post(
     '/CoverageEligibilityRequest/$submit',
+    audited(audit, { action: 'E', interaction: 'operation', operation: '$submit', entity: locationEntity }),
+    requireScope(REQ, 'c'),
     submitRateLimit(deps.submitRatePerMinute),
     fhirBody,
     operation((req) => submit(req, deps.submit)),
@@ -111,35 +125,68 @@ export function fhirRouter(deps: FhirRouteDeps): Router {
   );
   router.get(
     '/CoverageEligibilityRequest',
+    audited(audit, { action: 'E', interaction: 'search-type' }),
+    requireScope(REQ, 's'),
     operation((req) => searchRequests(req, deps.checks, deps.baseUrl)),
   );
   router.get(
     '/CoverageEligibilityRequest/:id',
+    audited(audit, { action: 'R', interaction: 'read', entity: paramEntity(REQ) }),
+    requireScope(REQ, 'r'),
     operation((req) => readRequest(req, deps.checks)),
   );
   router.get(
     '/CoverageEligibilityResponse/:id',
+    audited(audit, { action: 'R', interaction: 'read', entity: paramEntity(CER) }),
+    requireScope(CER, 'r'),
     operation((req) => readResponse(req, deps.checks, deps.cerCache)),
   );
   router.get(
     '/CoverageEligibilityResponse/:id/_history/:vid',
+    audited(audit, { action: 'R', interaction: 'vread', entity: paramEntity(CER) }),
+    requireScope(CER, 'r'),
     operation((req) => vreadResponse(req, deps.checks)),
   );
   router.get(
     '/CoverageEligibilityResponse',
+    audited(audit, { action: 'E', interaction: 'search-type' }),
+    requireScope(CER, 's'),
     operation((req) => searchResponses(req, deps.checks, deps.baseUrl)),
   );
-  router.get('/Binary/:id', async (req, res) => {
-    await streamDocument(toFhirRequest(req, res), res, deps);
-  });
+  // A document of a check and a check's async status are parts of the check's answer.
+  router.get(
+    '/Binary/:id',
+    audited(audit, { action: 'R', interaction: 'read', entity: paramEntity('Binary') }),
+    requireScope(CER, 'r'),
+    async (req, res) => {
+      await streamDocument(toFhirRequest(req, res), res, deps);
+    },
+  );
   router.get(
     '/_async/:id',
+    requireScope(CER, 'r'),
     operation((req) => asyncStatusOrBatch(req, deps.submit, deps.pollIntervalMs)),
   );
   router.delete(
     '/_async/:id',
+    requireScope(CER, 'r'),
     operation((req) => asyncDelete(req, deps.checks)),
   );
+  const auditStore = deps.security?.auditStore;
+  if (auditStore) {
+    router.get(
+      '/AuditEvent',
+      audited(audit, { action: 'E', interaction: 'search-type' }),
+      requireScope('AuditEvent', 's'),
+      operation((req) => searchAuditEvents(req, auditStore, deps.baseUrl)),
+    );
+    router.get(
+      '/AuditEvent/:id',
+      audited(audit, { action: 'R', interaction: 'read', entity: paramEntity('AuditEvent') }),
+      requireScope('AuditEvent', 'r'),
+      operation((req) => readAuditEvent(req, auditStore)),
+    );
+  }
   return router;
 }
 

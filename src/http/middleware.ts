@@ -6,7 +6,10 @@ import type { Request, RequestHandler } from 'express';
 import type { Tenant } from '../config.js';
 import { hashApiKey } from '../config.js';
 import type { Logger } from '../log.js';
-import { unauthorized } from '../fhir/outcomes.js';
+import { OperationOutcomeError, outcome, unauthorized } from '../fhir/outcomes.js';
+import type { AccessTokens } from '../operations/auth/access-tokens.js';
+import { looksLikeJwt } from '../operations/auth/access-tokens.js';
+import type { Scope } from '../operations/auth/scopes.js';
 
 /**
  * A client's X-Request-Id goes into every log line of its request, so only opaque tokens are
@@ -65,31 +68,100 @@ function keyDigests(tenants: readonly Tenant[]): KeyDigest[] {
   );
 }
 
-/** Finds the tenant whose key hash matches, comparing every hash in constant time. */
-function findTenant(digests: readonly KeyDigest[], key: string): Tenant | undefined {
+/** Finds the key whose hash matches, comparing every hash in constant time. */
+function findKey(digests: readonly KeyDigest[], key: string): KeyDigest | undefined {
   const digest = Buffer.from(hashApiKey(key), 'hex');
-  let found: Tenant | undefined;
+  let found: KeyDigest | undefined;
   for (const entry of digests) {
     // Every hash is compared, so the time does not tell which tenant (if any) matched.
     if (entry.digest.length === digest.length && timingSafeEqual(digest, entry.digest) && !found) {
-      found = entry.tenant;
+      found = entry;
     }
   }
   return found;
 }
 
-/** `Authorization: Bearer <api key>`; sets res.locals.tenant or answers 401 (login). */
-export function authenticate(tenants: readonly Tenant[]): RequestHandler {
+/**
+ * Who made a request (res.locals.principal): a SMART client with its granted scopes, or an API
+ * key (all scopes), always of one tenant.
+ */
+export interface Principal {
+  tenant: Tenant;
+  kind: 'client' | 'api-key';
+  /** The client id, or the API key's id (`key-` and a prefix of its SHA-256: not the key). */
+  id: string;
+  /** Granted scopes; null = all (an API key). */
+  scopes: Scope[] | null;
+}
+
+/** An API key's id for logs and the audit trail: a prefix of the digest the tenants file holds. */
+export function apiKeyId(digest: Buffer): string {
+  return `key-${digest.toString('hex').slice(0, 12)}`;
+}
+
+export interface AuthenticateOptions {
+  /** SMART access tokens, accepted as Bearer beside the API keys. */
+  tokens?: AccessTokens;
+  /** Counts refused requests (they have no tenant: the operator's log gets a count, docs/auth.md). */
+  refused?: (reason: 'missing' | 'api-key' | 'token') => void;
+  now?: () => number;
+}
+
+/**
+ * RFC 6750 section 3: an invalid or expired token is `error="invalid_token"` in WWW-Authenticate.
+ * https://www.rfc-editor.org/rfc/rfc6750#section-3
+ */
+const invalidToken = () =>
+  new OperationOutcomeError(outcome('login', 'The access token is not valid or has expired'), 401, {
+    'WWW-Authenticate': 'Bearer realm="fhir", error="invalid_token"',
+  });
+
+/**
+ * `Authorization: Bearer <api key or SMART access token>`; sets res.locals.tenant and
+ * res.locals.principal, or answers 401 (login). An API key is looked up first (its digest, in
+ * constant time); a value shaped like a JWT that is no key is verified as an access token.
+ */
+export function authenticate(tenants: readonly Tenant[], options: AuthenticateOptions = {}): RequestHandler {
   const digests = keyDigests(tenants);
+  const now = options.now ?? Date.now;
   return (req, res, next) => {
     const header = req.header('authorization') ?? '';
     const match = /^Bearer\s+(\S+)\s*$/i.exec(header);
-    const tenant = match?.[1] ? findTenant(digests, match[1]) : undefined;
-    if (!tenant) {
-      next(unauthorized(match ? 'The API key is not valid' : 'Send Authorization: Bearer <api key>'));
+    const credential = match?.[1];
+    const found = credential ? findKey(digests, credential) : undefined;
+    if (found) {
+      res.locals.tenant = found.tenant;
+      res.locals.principal = {
+        tenant: found.tenant,
+        kind: 'api-key',
+        id: apiKeyId(found.digest),
+        scopes: null,
+      } satisfies Principal;
+      next();
       return;
     }
-    res.locals.tenant = tenant;
-    next();
+    if (credential && options.tokens && looksLikeJwt(credential)) {
+      options.tokens.verify(credential, now()).then(
+        (verified) => {
+          if (!verified) {
+            options.refused?.('token');
+            next(invalidToken());
+            return;
+          }
+          res.locals.tenant = verified.tenant;
+          res.locals.principal = {
+            tenant: verified.tenant,
+            kind: 'client',
+            id: verified.clientId,
+            scopes: verified.scopes,
+          } satisfies Principal;
+          next();
+        },
+        (error: unknown) => next(error),
+      );
+      return;
+    }
+    options.refused?.(match ? 'api-key' : 'missing');
+    next(unauthorized(match ? 'The API key is not valid' : 'Send Authorization: Bearer <api key>'));
   };
 }

@@ -6,6 +6,7 @@ import type {
   CapabilityStatement,
   CapabilityStatementRestResource,
   CapabilityStatementRestResourceSearchParam,
+  CapabilityStatementRestSecurity,
 } from 'fhir/r4.js';
 import { ELIGIBILITY_FINAL_TOPIC } from '../checks/store/subscription-store.js';
 import { CANONICAL_BASE } from '../fhir/canonical.js';
@@ -21,6 +22,10 @@ export interface CapabilityFeatures {
   cors?: boolean;
   /** Topic-based Subscriptions (R4 backport) are served (docs/notifications.md). */
   subscriptions?: boolean;
+  /** SMART Backend Services: the token endpoint's URL (docs/auth.md). */
+  smartTokenUrl?: string;
+  /** AuditEvent read and search are served. */
+  auditEvents?: boolean;
 }
 
 /**
@@ -169,6 +174,42 @@ function conformanceResources(types: readonly string[]): CapabilityStatementRest
   }));
 }
 
+/**
+ * rest.security: CORS, and SMART when it is on: the service coding SMART-on-FHIR and the
+ * oauth-uris extension naming the token endpoint
+ * (https://hl7.org/fhir/smart-app-launch/conformance.html, "Declaring support" in
+ * CapabilityStatement; https://hl7.org/fhir/R4/valueset-restful-security-service.html).
+ */
+function security(features: CapabilityFeatures): CapabilityStatementRestSecurity {
+  // https://hl7.org/fhir/R4/capabilitystatement-definitions.html#CapabilityStatement.rest.security.cors
+  const result: CapabilityStatementRestSecurity = {
+    cors: features.cors === true,
+    description: 'Bearer API key per tenant (clinic); a tenant sees only its own checks.',
+  };
+  if (features.smartTokenUrl) {
+    result.description =
+      'Bearer API key per tenant (clinic), or a SMART Backend Services access token (client_credentials with a private_key_jwt assertion, RS384 or ES384) with system scopes; a tenant sees only its own checks.';
+    result.service = [
+      {
+        coding: [
+          {
+            system: 'http://terminology.hl7.org/CodeSystem/restful-security-service',
+            code: 'SMART-on-FHIR',
+            display: 'SMART-on-FHIR',
+          },
+        ],
+      },
+    ];
+    result.extension = [
+      {
+        url: 'http://fhir-registry.smarthealthit.org/StructureDefinition/oauth-uris',
+        extension: [{ url: 'token', valueUri: features.smartTokenUrl }],
+      },
+    ];
+  }
+  return result;
+}
+
 /** Builds the CapabilityStatement for the features switched on. */
 export function capabilityStatement(
   features: CapabilityFeatures,
@@ -186,6 +227,21 @@ export function capabilityStatement(
       interaction: [{ code: 'read' }],
       documentation:
         'Referral documents and portal screenshots of a check, streamed through a link the upstream signs on each read; tenant-scoped.',
+    });
+  }
+  if (features.auditEvents) {
+    resource.push({
+      type: 'AuditEvent',
+      interaction: [{ code: 'read' }, { code: 'search-type' }],
+      searchParam: [
+        { name: 'entity', type: 'reference', documentation: 'CoverageEligibilityResponse/{id} (the check)' },
+        { name: 'date', type: 'date', documentation: `When the event was recorded. ${DATE_DOC}` },
+        { name: 'agent', type: 'token', documentation: 'The SMART client id or the API key id (key-...)' },
+        { name: 'action', type: 'token', documentation: 'C R U D E' },
+        { name: '_id', type: 'token' },
+      ],
+      documentation:
+        "The tenant's audit trail (IHE BALP): each $submit, read and search, and each refusal for a missing scope; newest first. Needs system/AuditEvent.rs.",
     });
   }
   return {
@@ -206,12 +262,10 @@ export function capabilityStatement(
     rest: [
       {
         mode: 'server',
-        documentation: 'All interactions except metadata need Authorization: Bearer <api key>.',
-        security: {
-          // https://hl7.org/fhir/R4/capabilitystatement-definitions.html#CapabilityStatement.rest.security.cors
-          cors: features.cors === true,
-          description: 'Bearer API key per tenant (clinic); a tenant sees only its own checks.',
-        },
+        documentation: features.smartTokenUrl
+          ? 'All interactions except metadata need Authorization: Bearer <api key or SMART access token>.'
+          : 'All interactions except metadata need Authorization: Bearer <api key>.',
+        security: security(features),
         resource,
         // Batch (https://hl7.org/fhir/R4/http.html#transaction): entries of $submit only.
         ...(features.checks

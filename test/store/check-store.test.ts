@@ -23,6 +23,7 @@ import type {
 } from '../../src/checks/store/check-store.js';
 import { SLOT_STATES } from '../../src/checks/store/check-store.js';
 import { reuseKeyOf } from '../../src/checks/store/rows.js';
+import { auditRow } from '../../src/checks/store/audit-store.js';
 import { testDatabaseUrl } from '../support/postgres.js';
 import { upstreamTaskRequest } from '../support/requests.js';
 
@@ -980,6 +981,63 @@ describe.each([sqliteBackend(), postgresBackend()])('CheckStore on $name', (back
     expect(await store.getBatch('tenant-b', 'b1')).toBeNull();
     await store.purgeBefore(T0 + 1);
     expect(await store.getBatch('tenant-a', 'b1')).toBeNull();
+  });
+
+  it('rememberJti: once per client and jti until it expires, then forgotten', async () => {
+    const store = await storeOn();
+    expect(await store.rememberJti('tenant-a/engine', 'j1', T0 + 60_000, T0)).toBe(true);
+    expect(await store.rememberJti('tenant-a/engine', 'j1', T0 + 60_000, T0 + 1000)).toBe(false);
+    // Another client may use the same jti.
+    expect(await store.rememberJti('tenant-a/other', 'j1', T0 + 60_000, T0)).toBe(true);
+    // Past its expiry the assertion itself is refused; the jti is dropped.
+    expect(await store.rememberJti('tenant-a/engine', 'j1', T0 + 200_000, T0 + 120_000)).toBe(true);
+  });
+
+  it('audit events: inserted in a batch, searched per tenant by entity, agent, action and date, purged', async () => {
+    const store = await storeOn();
+    const record = (tenantId: string, agentId: string, action: 'R' | 'E', entity?: string) => ({
+      tenantId,
+      agentId,
+      agentKind: 'client' as const,
+      action,
+      interaction: action === 'R' ? 'read' : 'search-type',
+      outcome: '0' as const,
+      ...(entity ? { entities: [entity] } : {}),
+    });
+    await store.insertAuditEvents([
+      auditRow(record('tenant-a', 'engine', 'R', 'CoverageEligibilityResponse/c1'), T0),
+      auditRow(record('tenant-a', 'engine', 'E'), T0 + 1000),
+      auditRow(record('tenant-a', 'key-abc', 'R', 'CoverageEligibilityResponse/c2'), T0 + 2000),
+      auditRow(record('tenant-b', 'engine-b', 'R', 'CoverageEligibilityResponse/c1'), T0 + 3000),
+    ]);
+    const all = await store.searchAuditEvents('tenant-a', {}, 10);
+    expect(all.map((r) => r.recordedAt)).toEqual([T0 + 2000, T0 + 1000, T0]);
+    expect(all[0]?.record).toMatchObject({
+      tenantId: 'tenant-a',
+      agentId: 'key-abc',
+      action: 'R',
+      interaction: 'read',
+    });
+    const byEntity = await store.searchAuditEvents(
+      'tenant-a',
+      { entity: ['CoverageEligibilityResponse/c1'] },
+      10,
+    );
+    expect(byEntity.map((r) => r.record.agentId)).toEqual(['engine']);
+    expect(await store.searchAuditEvents('tenant-a', { agent: ['engine'], action: ['E'] }, 10)).toHaveLength(
+      1,
+    );
+    expect(
+      await store.searchAuditEvents('tenant-a', { date: [{ from: T0 + 500, before: T0 + 1500 }] }, 10),
+    ).toHaveLength(1);
+    expect(
+      await store.searchAuditEvents('tenant-a', { date: [{ from: T0 + 500, not: true }] }, 10),
+    ).toHaveLength(1);
+    expect(await store.searchAuditEvents('tenant-a', {}, 2)).toHaveLength(2);
+    expect(await store.searchAuditEvents('tenant-a', { ids: [all[0]!.id] }, 10)).toHaveLength(1);
+    expect(await store.searchAuditEvents('tenant-b', { ids: [all[0]!.id] }, 10)).toHaveLength(0);
+    expect(await store.purgeAuditBefore(T0 + 1500)).toBe(2);
+    expect(await store.searchAuditEvents('tenant-a', {}, 10)).toHaveLength(1);
   });
 });
 

@@ -6,7 +6,7 @@ import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { PassThrough } from 'node:stream';
-import type { Config, Tenant } from '../../src/config.js';
+import type { Config, SmartClient, Tenant } from '../../src/config.js';
 import { hashApiKey } from '../../src/config.js';
 import type { UpstreamPort } from '../../src/upstream/port.js';
 import { createLogger } from '../../src/log.js';
@@ -50,6 +50,14 @@ export interface HarnessOptions {
   sourceFhirBaseUrl?: string | null;
   /** Both tenants' subscriptionEndpoints (URL prefixes a Subscription may notify). */
   subscriptionEndpoints?: string[];
+  /** SMART clients of clinic-a and clinic-b (docs/auth.md). */
+  smartClients?: { a?: SmartClient[]; b?: SmartClient[] };
+  accessTokenTtlSeconds?: number;
+  /** ACCESS_TOKEN_KEYS_FILE's keys (default: an ephemeral key). */
+  tokenSigningKeys?: Record<string, unknown>[];
+  auditEvents?: boolean;
+  /** PUBLIC_BASE_URL (default: http://localhost:<port>). */
+  publicBaseUrl?: string;
 }
 
 export interface Harness {
@@ -77,12 +85,18 @@ export function testConfig(upstreamUrl: string, options: HarnessOptions = {}): C
   return {
     port: 0,
     host: '127.0.0.1',
-    publicBaseUrl: null,
+    publicBaseUrl: options.publicBaseUrl ?? null,
     upstreamBaseUrl: upstreamUrl,
     databaseUrl: options.databaseUrl ?? `sqlite:${join(dir, 'adapter.db')}`,
     tenants: [
-      tenant('clinic-a', TENANT_A_KEY, options.maxInFlight ?? 3, options.reuseWindowMinutes ?? 0),
-      tenant('clinic-b', TENANT_B_KEY, options.maxInFlight ?? 3, options.reuseWindowMinutes ?? 0),
+      {
+        ...tenant('clinic-a', TENANT_A_KEY, options.maxInFlight ?? 3, options.reuseWindowMinutes ?? 0),
+        smartClients: options.smartClients?.a ?? [],
+      },
+      {
+        ...tenant('clinic-b', TENANT_B_KEY, options.maxInFlight ?? 3, options.reuseWindowMinutes ?? 0),
+        smartClients: options.smartClients?.b ?? [],
+      },
     ].map((t) =>
       options.subscriptionEndpoints ? { ...t, subscriptionEndpoints: options.subscriptionEndpoints } : t,
     ),
@@ -99,6 +113,9 @@ export function testConfig(upstreamUrl: string, options: HarnessOptions = {}): C
     submitRatePerMinute: 10_000,
     sandboxTimeScale: 1,
     corsOrigins: options.corsOrigins ?? [],
+    accessTokenTtlSeconds: options.accessTokenTtlSeconds ?? 300,
+    tokenSigningKeys: options.tokenSigningKeys ?? [],
+    auditEvents: options.auditEvents ?? true,
   };
 }
 

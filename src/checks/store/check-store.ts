@@ -6,6 +6,7 @@
  */
 import type { CheckAnswer } from '../../mapping/response/answer.js';
 import type { CoverageEligibilityRequest, CoverageEligibilityResponse, OperationOutcome } from 'fhir/r4.js';
+import type { AuditRecord } from '../../fhir/audit-event.js';
 import type { UpstreamTaskRequest } from '../../upstream/contract.js';
 import type { SubscriptionStore } from './subscription-store.js';
 
@@ -236,6 +237,26 @@ export interface Batch {
   createdAt: number;
 }
 
+/**
+ * One stored audit record: the columns it is searched by; the AuditEvent resource is built from
+ * it when read (src/fhir/audit-event.ts), so the rows stay small and cheap to write.
+ */
+export interface AuditRow {
+  id: string;
+  /** Epoch ms; the resource's `recorded`. */
+  recordedAt: number;
+  record: AuditRecord;
+}
+
+/** The filters of an AuditEvent search; each list is an OR of values, each range ANDed. */
+export interface AuditFilters {
+  ids?: string[];
+  entity?: string[];
+  agent?: string[];
+  action?: string[];
+  date?: DateRange[];
+}
+
 export interface CheckStore {
   readonly kind: 'sqlite' | 'postgres';
   /** FHIR Subscriptions and their events, in the same database (subscription-store.ts). */
@@ -333,4 +354,17 @@ export interface CheckStore {
   countByState(): Promise<Array<{ tenantId: string; state: CheckState; outcome: CerOutcome; count: number }>>;
   /** Deletes done checks whose updatedAt is before the given time (retention); returns how many. In-flight checks are never purged. */
   purgeBefore(updatedBefore: number): Promise<number>;
+
+  // SMART Backend Services and the audit trail (docs/auth.md).
+  /**
+   * Remembers a client assertion's `jti` until `expiresAt`, for every replica: true the first
+   * time, false when the same client already used it (a replay).
+   */
+  rememberJti(clientKey: string, jti: string, expiresAt: number, now: number): Promise<boolean>;
+  /** Writes a batch of AuditEvents in one transaction. */
+  insertAuditEvents(rows: readonly AuditRow[]): Promise<void>;
+  /** A tenant's AuditEvents matching the filters, newest first, at most `count`. */
+  searchAuditEvents(tenantId: string, filters: AuditFilters, count: number): Promise<AuditRow[]>;
+  /** Deletes AuditEvents recorded before the given time (retention); returns how many. */
+  purgeAuditBefore(recordedBefore: number): Promise<number>;
 }

@@ -153,6 +153,35 @@ const MIGRATIONS: readonly Migration[] = [
   )`,
     'CREATE INDEX batches_created_idx ON batches (created_at)',
   ],
+  // 11 (issue 18, SMART Backend Services and AuditEvent; docs/auth.md): the `jti` of every client
+  // assertion until it expires, shared by all replicas so a replayed assertion is refused by any
+  // of them; and the audit trail, searched per tenant by time, entity, agent and action.
+  (t) => [
+    `CREATE TABLE assertion_jtis (
+    client_key TEXT NOT NULL,
+    jti TEXT NOT NULL,
+    expires_at ${t.bigint} NOT NULL,
+    PRIMARY KEY (client_key, jti)
+  )`,
+    'CREATE INDEX assertion_jtis_expires_idx ON assertion_jtis (expires_at)',
+    `CREATE TABLE audit_events (
+    id TEXT PRIMARY KEY,
+    tenant_id TEXT NOT NULL,
+    recorded_at ${t.bigint} NOT NULL,
+    action TEXT NOT NULL,
+    interaction TEXT NOT NULL,
+    operation TEXT,
+    agent TEXT NOT NULL,
+    agent_kind TEXT NOT NULL,
+    entity TEXT,
+    outcome TEXT NOT NULL,
+    outcome_desc TEXT
+  )`,
+    'CREATE INDEX audit_events_tenant_time_idx ON audit_events (tenant_id, recorded_at, id)',
+    // The ids begin with the recording time (audit-store.ts), so the primary key serves the
+    // retention purge and takes new rows at its end: one index fewer to keep up on every write.
+    'CREATE INDEX audit_events_entity_idx ON audit_events (tenant_id, entity)',
+  ],
 ];
 
 /** The migration after which the answers of rows finished before it are decided once. */

@@ -43,6 +43,8 @@ import type { Dialect, Result, SqlDriver, Work } from './driver.js';
 import { migration } from './schema.js';
 import { recordEvents, SqlSubscriptionStore } from './sql-subscriptions.js';
 import { ELIGIBILITY_FINAL_TOPIC } from './subscription-store.js';
+import { insertingAudit, purgingAudit, rememberingJti, searchingAudit } from './audit-store.js';
+import type { AuditFilters, AuditRow } from './audit-store.js';
 import type { StoreKind } from './driver.js';
 
 /** Collects bind parameters while a statement is built; returns their placeholders. */
@@ -312,6 +314,22 @@ export class SqlStore implements CheckStore {
     // A batch is kept as long as the checks it lists may be (its entries name them by id).
     await this.driver.run('single', one('DELETE FROM batches WHERE created_at < $1', [updatedBefore]));
     return purged;
+  }
+
+  rememberJti(clientKey: string, jti: string, expiresAt: number, now: number): Promise<boolean> {
+    return this.driver.run('write', rememberingJti(clientKey, jti, expiresAt, now));
+  }
+
+  insertAuditEvents(rows: readonly AuditRow[]): Promise<void> {
+    return this.driver.run('write', insertingAudit(rows));
+  }
+
+  searchAuditEvents(tenantId: string, filters: AuditFilters, count: number): Promise<AuditRow[]> {
+    return this.driver.run('single', searchingAudit(tenantId, filters, count));
+  }
+
+  purgeAuditBefore(recordedBefore: number): Promise<number> {
+    return this.driver.run('single', purgingAudit(recordedBefore));
   }
 
   // ---- the work of each call --------------------------------------------------------------

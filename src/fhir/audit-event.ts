@@ -1,0 +1,128 @@
+/**
+ * The AuditEvent (https://hl7.org/fhir/R4/auditevent.html) this service records for each FHIR
+ * interaction, after IHE Basic Audit Log Patterns (BALP,
+ * https://profiles.ihe.net/ITI/BALP/): type `rest`, subtype the FHIR interaction
+ * (http://hl7.org/fhir/restful-interaction) plus the operation's name for an operation, the
+ * client as the requesting agent (DICOM "Source Role ID") and this server (DICOM "Destination
+ * Role ID"), the check as the entity by its relative reference only: never patient data.
+ */
+import type { AuditEvent, AuditEventAgent, AuditEventEntity } from 'fhir/r4.js';
+
+/** AuditEvent.action (http://hl7.org/fhir/ValueSet/audit-event-action). */
+export type AuditAction = 'C' | 'R' | 'U' | 'D' | 'E';
+/** AuditEvent.outcome (http://hl7.org/fhir/ValueSet/audit-event-outcome): success, minor, serious, major failure. */
+export type AuditOutcome = '0' | '4' | '8' | '12';
+
+/** What one audit record says; the builder turns it into the resource. */
+export interface AuditRecord {
+  tenantId: string;
+  /** A SMART client id, or an API key id (`key-` and a prefix of the key's SHA-256), or `operator`. */
+  agentId: string;
+  agentKind: 'client' | 'api-key' | 'operator';
+  action: AuditAction;
+  /** A restful-interaction code: read, vread, search-type, create, update, delete, operation. */
+  interaction: string;
+  /** For an operation: its name (`$submit`); for other events a name of this service (`guard-reset`). */
+  operation?: string;
+  /** Relative references of what the event concerns (`CoverageEligibilityResponse/{id}`). */
+  entities?: string[];
+  outcome: AuditOutcome;
+  /** Why it failed, in words without patient data. */
+  outcomeDesc?: string;
+}
+
+export const AUDIT_AGENT_SYSTEM = 'http://fhir-eligibility-adapter.org/fhir/sid/agent';
+export const AUDIT_TENANT_SYSTEM = 'http://fhir-eligibility-adapter.org/fhir/sid/tenant';
+const OPERATION_SYSTEM = 'http://fhir-eligibility-adapter.org/fhir/CodeSystem/audit-operation';
+const DCM = 'http://dicom.nema.org/resources/ontology/DCM';
+
+/** The subtype of a record as it is stored and searched: the operation's name, else the interaction. */
+export function auditSubtype(record: Pick<AuditRecord, 'interaction' | 'operation'>): string {
+  return record.operation ?? record.interaction;
+}
+
+function entity(reference: string): AuditEventEntity {
+  return {
+    what: { reference },
+    type: {
+      system: 'http://terminology.hl7.org/CodeSystem/audit-entity-type',
+      code: '2',
+      display: 'System Object',
+    },
+    role: {
+      system: 'http://terminology.hl7.org/CodeSystem/object-role',
+      code: '4',
+      display: 'Domain Resource',
+    },
+  };
+}
+
+/** Builds the AuditEvent of a record. */
+export function buildAuditEvent(
+  record: AuditRecord,
+  id: string,
+  recordedAt: number,
+  serverName: string,
+): AuditEvent {
+  const client: AuditEventAgent = {
+    type: {
+      coding: [{ system: DCM, code: '110153', display: 'Source Role ID' }],
+    },
+    who: {
+      identifier: { system: AUDIT_AGENT_SYSTEM, value: record.agentId },
+      display: `${record.agentKind} ${record.agentId} of tenant ${record.tenantId}`,
+    },
+    requestor: true,
+  };
+  const tenant: AuditEventAgent = {
+    type: {
+      coding: [
+        {
+          system: 'http://terminology.hl7.org/CodeSystem/v3-RoleClass',
+          code: 'PROV',
+          display: 'healthcare provider',
+        },
+      ],
+    },
+    who: {
+      identifier: { system: AUDIT_TENANT_SYSTEM, value: record.tenantId },
+      display: `tenant ${record.tenantId}`,
+    },
+    requestor: false,
+  };
+  const server: AuditEventAgent = {
+    type: { coding: [{ system: DCM, code: '110152', display: 'Destination Role ID' }] },
+    who: { display: serverName },
+    requestor: false,
+  };
+  const subtype = [{ system: 'http://hl7.org/fhir/restful-interaction', code: record.interaction }];
+  if (record.operation) subtype.push({ system: OPERATION_SYSTEM, code: record.operation });
+  const event: AuditEvent = {
+    resourceType: 'AuditEvent',
+    id,
+    meta: { lastUpdated: new Date(recordedAt).toISOString() },
+    type: {
+      system: 'http://terminology.hl7.org/CodeSystem/audit-event-type',
+      code: 'rest',
+      display: 'RESTful Operation',
+    },
+    subtype,
+    action: record.action,
+    recorded: new Date(recordedAt).toISOString(),
+    outcome: record.outcome,
+    agent: [client, tenant, server],
+    source: {
+      observer: { display: serverName },
+      type: [
+        {
+          system: 'http://terminology.hl7.org/CodeSystem/security-source-type',
+          code: '4',
+          display: 'Application Server',
+        },
+      ],
+    },
+  };
+  if (record.outcomeDesc) event.outcomeDesc = record.outcomeDesc;
+  if (record.entities?.length) event.entity = record.entities.map(entity);
+  return event;
+}

@@ -1,0 +1,232 @@
+/**
+ * POST /auth/token: SMART Backend Services, the client credentials grant with a signed JWT
+ * assertion (https://hl7.org/fhir/smart-app-launch/backend-services.html, RFC 7523 section 2.2
+ * and 3, https://hl7.org/fhir/smart-app-launch/client-confidential-asymmetric.html). Errors are
+ * RFC 6749 section 5.2's (https://www.rfc-editor.org/rfc/rfc6749#section-5.2). Every JWT and JWKS
+ * step is jose's.
+ */
+import { createLocalJWKSet, createRemoteJWKSet, decodeJwt, decodeProtectedHeader, jwtVerify } from 'jose';
+import type { JSONWebKeySet } from 'jose';
+import type { SmartClient, Tenant } from '../../config.js';
+import type { AccessTokens } from './access-tokens.js';
+import { grantScopes, parseScope, parseScopes } from './scopes.js';
+
+/** RFC 6749 section 5.2 error codes used here. */
+export type OAuthErrorCode =
+  'invalid_request' | 'invalid_client' | 'invalid_scope' | 'unsupported_grant_type';
+
+/** An RFC 6749 error answer: `{ error, error_description }`, never cached. */
+export class OAuthError extends Error {
+  constructor(
+    readonly code: OAuthErrorCode,
+    readonly description: string,
+    readonly status = 400,
+  ) {
+    super(description);
+    this.name = 'OAuthError';
+  }
+}
+
+export const JWT_BEARER = 'urn:ietf:params:oauth:client-assertion-type:jwt-bearer';
+
+/**
+ * The assertion algorithms accepted: the two SMART asks servers to support
+ * (client-confidential-asymmetric.html, "Signature Verification"). Never `none`, never HS*:
+ * a shared-secret algorithm would let anyone holding the public key sign.
+ */
+export const ASSERTION_ALGORITHMS = ['RS384', 'ES384'];
+/** SMART: the assertion's `exp` is no more than five minutes in the future. */
+const MAX_ASSERTION_LIFETIME_S = 300;
+/** Clock skew allowed between the client and this service. */
+const CLOCK_TOLERANCE_S = 30;
+
+type KeySet = ReturnType<typeof createLocalJWKSet> | ReturnType<typeof createRemoteJWKSet>;
+
+/** The registered clients' key sets, each made once: a jwksUrl is fetched with a timeout and cached. */
+export class ClientKeys {
+  private readonly sets = new Map<string, KeySet>();
+
+  constructor(
+    private readonly options: { timeoutMs: number; cacheMaxAgeMs: number } = {
+      timeoutMs: 5000,
+      cacheMaxAgeMs: 600_000,
+    },
+  ) {}
+
+  of(client: SmartClient): KeySet {
+    let set = this.sets.get(client.clientId);
+    if (!set) {
+      set = client.jwksUrl
+        ? createRemoteJWKSet(new URL(client.jwksUrl), {
+            timeoutDuration: this.options.timeoutMs,
+            cacheMaxAge: this.options.cacheMaxAgeMs,
+            cooldownDuration: 30_000,
+          })
+        : createLocalJWKSet(client.jwks as JSONWebKeySet);
+      this.sets.set(client.clientId, set);
+    }
+    return set;
+  }
+}
+
+export interface TokenDeps {
+  tenants: readonly Tenant[];
+  tokens: AccessTokens;
+  keys: ClientKeys;
+  /** The token endpoint's absolute URL: the assertion's required `aud`. */
+  tokenUrl: string;
+  /** Remembers an assertion's jti across replicas (the store); false on a replay. */
+  rememberJti: (clientKey: string, jti: string, expiresAt: number, now: number) => Promise<boolean>;
+  now: () => number;
+}
+
+export interface TokenAnswer {
+  access_token: string;
+  token_type: 'bearer';
+  expires_in: number;
+  scope: string;
+  /** Who got it (for the audit trail; not sent). */
+  tenantId: string;
+  clientId: string;
+}
+
+/** One form field given once, as RFC 6749 section 3.2 requires ("MUST NOT be included more than once"). */
+function field(body: Record<string, unknown>, name: string): string | undefined {
+  const value = body[name];
+  if (value === undefined) return undefined;
+  if (typeof value !== 'string') throw new OAuthError('invalid_request', `${name} must be given once`);
+  return value;
+}
+
+function required(body: Record<string, unknown>, name: string): string {
+  const value = field(body, name);
+  if (value === undefined || value === '') throw new OAuthError('invalid_request', `${name} is required`);
+  return value;
+}
+
+function findClient(
+  tenants: readonly Tenant[],
+  clientId: string,
+): { tenant: Tenant; client: SmartClient } | null {
+  for (const tenant of tenants) {
+    const client = tenant.smartClients?.find((c) => c.clientId === clientId);
+    if (client) return { tenant, client };
+  }
+  return null;
+}
+
+/** What jose says of a failed verification, in words that name no key or claim value. */
+function verifyFailure(error: unknown): string {
+  const code = (error as { code?: unknown }).code;
+  switch (code) {
+    case 'ERR_JWT_EXPIRED':
+      return 'the client assertion has expired';
+    case 'ERR_JWS_SIGNATURE_VERIFICATION_FAILED':
+    case 'ERR_JWKS_NO_MATCHING_KEY':
+    case 'ERR_JWKS_MULTIPLE_MATCHING_KEYS':
+      return 'the client assertion is not signed by a key registered for the client';
+    case 'ERR_JWT_CLAIM_VALIDATION_FAILED': {
+      const claim = (error as { claim?: unknown }).claim;
+      return `the client assertion's ${typeof claim === 'string' ? claim : 'claims'} claim is not valid`;
+    }
+    case 'ERR_JOSE_ALG_NOT_ALLOWED':
+      return `the client assertion must be signed with ${ASSERTION_ALGORITHMS.join(' or ')}`;
+    case 'ERR_JWKS_TIMEOUT':
+    case 'ERR_JOSE_GENERIC':
+      return "the client's key set could not be fetched";
+    default:
+      return 'the client assertion could not be verified';
+  }
+}
+
+/** Runs the client credentials grant; throws OAuthError for every refusal. */
+export async function issueToken(body: Record<string, unknown>, deps: TokenDeps): Promise<TokenAnswer> {
+  const grantType = required(body, 'grant_type');
+  if (grantType !== 'client_credentials') {
+    throw new OAuthError('unsupported_grant_type', 'only grant_type=client_credentials is supported');
+  }
+  const assertionType = required(body, 'client_assertion_type');
+  if (assertionType !== JWT_BEARER) {
+    throw new OAuthError('invalid_request', `client_assertion_type must be ${JWT_BEARER}`);
+  }
+  const assertion = required(body, 'client_assertion');
+  const scopeText = field(body, 'scope') ?? '';
+
+  // The header and claims are read unverified only to choose the client and its keys.
+  let alg: unknown;
+  let issuer: unknown;
+  let subject: unknown;
+  try {
+    alg = decodeProtectedHeader(assertion).alg;
+    ({ iss: issuer, sub: subject } = decodeJwt(assertion));
+  } catch {
+    throw new OAuthError('invalid_client', 'client_assertion is not a signed JWT');
+  }
+  if (typeof alg !== 'string' || !ASSERTION_ALGORITHMS.includes(alg)) {
+    throw new OAuthError(
+      'invalid_client',
+      `the client assertion must be signed with ${ASSERTION_ALGORITHMS.join(' or ')}`,
+    );
+  }
+  if (typeof issuer !== 'string' || issuer !== subject) {
+    throw new OAuthError('invalid_client', 'the client assertion needs iss and sub, both the client id');
+  }
+  const found = findClient(deps.tenants, issuer);
+  // 401 for an unknown client (RFC 6749 section 5.2: "client authentication failed").
+  if (!found) throw new OAuthError('invalid_client', 'unknown client', 401);
+
+  const now = deps.now();
+  let exp: number;
+  let jti: string;
+  try {
+    const { payload } = await jwtVerify(assertion, deps.keys.of(found.client), {
+      algorithms: ASSERTION_ALGORITHMS,
+      issuer: found.client.clientId,
+      subject: found.client.clientId,
+      audience: deps.tokenUrl,
+      requiredClaims: ['exp', 'jti'],
+      currentDate: new Date(now),
+      clockTolerance: CLOCK_TOLERANCE_S,
+    });
+    exp = payload.exp as number;
+    if (typeof payload.jti !== 'string' || payload.jti === '')
+      throw new OAuthError('invalid_client', 'jti is required');
+    jti = payload.jti;
+  } catch (error) {
+    if (error instanceof OAuthError) throw error;
+    throw new OAuthError('invalid_client', verifyFailure(error), 401);
+  }
+  if (exp > Math.floor(now / 1000) + MAX_ASSERTION_LIFETIME_S + CLOCK_TOLERANCE_S) {
+    throw new OAuthError('invalid_client', 'the client assertion expires more than five minutes ahead', 401);
+  }
+  // backend-services.html: the jti is not reused while the assertion is valid; remembered in the
+  // store until it expires, so a replay to another replica is refused too.
+  const fresh = await deps.rememberJti(
+    `${found.tenant.id}/${found.client.clientId}`,
+    jti,
+    (exp + CLOCK_TOLERANCE_S) * 1000,
+    now,
+  );
+  if (!fresh) throw new OAuthError('invalid_client', 'the client assertion was already used (jti)', 401);
+
+  const asked = parseScopes(scopeText);
+  if (asked.scopes.length === 0) {
+    throw new OAuthError(
+      'invalid_scope',
+      'scope must name at least one system/ scope the client is registered for',
+    );
+  }
+  const allowed = found.client.scopes.flatMap((s) => parseScope(s) ?? []);
+  const granted = grantScopes(asked.scopes, allowed);
+  if (granted.length === 0)
+    throw new OAuthError('invalid_scope', 'none of the scopes asked is allowed for this client');
+  const scope = granted.map((s) => s.text).join(' ');
+  return {
+    access_token: await deps.tokens.sign(found.tenant.id, found.client.clientId, scope, now),
+    token_type: 'bearer',
+    expires_in: deps.tokens.expiresIn,
+    scope,
+    tenantId: found.tenant.id,
+    clientId: found.client.clientId,
+  };
+}
