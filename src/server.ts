@@ -11,6 +11,7 @@ import { registerSecret } from './log.js';
 import { openStore } from './checks/store/open.js';
 import { Slots } from './checks/slots.js';
 import { Scheduler } from './checks/scheduler.js';
+import { PayerDurationBook } from './checks/payer-durations.js';
 import { CheckService } from './checks/service.js';
 import type { CheckStore } from './checks/store/check-store.js';
 import type { UpstreamPort } from './upstream/port.js';
@@ -127,6 +128,14 @@ export async function startServer(
       slowPollIntervalMs: Math.max(config.pollIntervalMs * 6, 30_000),
       backoffGuardMs: 15 * 60_000,
       createSlots: new Slots(10),
+      polling: {
+        settings: {
+          strategy: config.pollStrategy,
+          intervalMs: config.pollIntervalMs,
+          minGapMs: config.minPollGapMs,
+        },
+        durations: new PayerDurationBook(store),
+      },
       onEvent: metrics.onLifecycle,
     },
     {

@@ -34,6 +34,9 @@ import type { Slots } from './slots.js';
 import type { Check, CheckPatch, CheckStore } from './store/check-store.js';
 import { describeFailure } from '../upstream/port.js';
 import type { UpstreamFailure, UpstreamPort } from '../upstream/port.js';
+import type { PayerDurationBook } from './payer-durations.js';
+import { nextPollAt, parseUpstreamTime, taskDurations } from './poll-schedule.js';
+import type { PollSettings } from './poll-schedule.js';
 
 export interface LifecycleDeps {
   store: CheckStore;
@@ -57,6 +60,11 @@ export interface LifecycleDeps {
    * ambiguous checks behind, not every check queued for a connection.
    */
   createSlots?: Slots;
+  /**
+   * Adaptive polling (docs/polling.md): the schedule's settings and the payers' durations.
+   * Absent, or strategy `fixed`: a poll every pollIntervalMs, as before.
+   */
+  polling?: { settings: PollSettings; durations: PayerDurationBook };
 }
 
 export type LifecycleEvent =
@@ -262,7 +270,7 @@ async function startCheck(check: Check, deps: StepDeps): Promise<void> {
         upstreamStatus: 'IN_QUEUE',
         tasksCreated: creating.tasksCreated + 1,
         pollFailures: 0,
-        nextRunAt: deps.now() + deps.pollIntervalMs,
+        ...(await nextPoll(creating, deps, null, 'created')),
         // The timeout runs from the first task upstream, not from arrival in the queue.
         deadlineAt:
           creating.tasksCreated === 0 ? deps.now() + timeoutOf(creating, deps) : creating.deadlineAt,
@@ -375,7 +383,11 @@ async function onPollFailure(check: Check, deps: StepDeps, error: UpstreamFailur
     deps.pollIntervalMs * 2 ** Math.min(failures - 1, 6),
     Math.max(MAX_POLL_BACKOFF_MS, deps.pollIntervalMs),
   );
-  const patch: CheckPatch = { pollFailures: failures, nextRunAt: now + Math.max(delay, deps.pollIntervalMs) };
+  const patch: CheckPatch = {
+    pollFailures: failures,
+    nextRunAt: now + Math.max(delay, deps.pollIntervalMs, adaptive(deps)?.minGapMs ?? 0),
+    taskPolls: check.taskPolls + 1,
+  };
   if (now >= check.deadlineAt && check.outcome === 'queued') {
     patch.cer = stillCheckingCer(contextOf(check, deps), parsedEnvelope(check));
   }
@@ -421,7 +433,7 @@ async function onEnvelope(check: Check, deps: StepDeps, envelope: Envelope): Pro
         deps,
         {
           ...(check.pollFailures !== 0 ? { pollFailures: 0 } : {}),
-          nextRunAt: now + deps.pollIntervalMs,
+          ...(await nextPoll(check, deps, envelope, 'polled')),
         },
         'status unchanged',
       );
@@ -435,14 +447,76 @@ async function onEnvelope(check: Check, deps: StepDeps, envelope: Envelope): Pro
         envelope,
         upstreamStatus: envelope.status,
         pollFailures: 0,
-        nextRunAt: now + (late ? deps.slowPollIntervalMs : deps.pollIntervalMs),
+        ...(late
+          ? { nextRunAt: now + deps.slowPollIntervalMs, taskPolls: check.taskPolls + 1 }
+          : await nextPoll(check, deps, envelope, 'polled')),
         cer: late ? stillCheckingCer(ctx, envelope) : mapEnvelope(envelope, ctx),
       },
       late ? 'past the timeout: slow polls' : 'status changed',
     );
     return;
   }
+  await learnDurations(check, deps, envelope);
   await finish(check, deps, envelope, envelope);
+}
+
+/** The strategy's settings when polling is adaptive; undefined when fixed. */
+function adaptive(deps: LifecycleDeps): PollSettings | undefined {
+  const settings = deps.polling?.settings;
+  return settings?.strategy === 'adaptive' ? settings : undefined;
+}
+
+/**
+ * The next poll of a task in flight (poll-schedule.ts) and its poll count: `created` for the
+ * first poll of a new task, `polled` after a good poll. Search-all tasks poll at the fixed cadence
+ * (their end depends on many payers, not one).
+ */
+async function nextPoll(
+  check: Check,
+  deps: LifecycleDeps,
+  envelope: Envelope | null,
+  step: 'created' | 'polled',
+): Promise<Pick<CheckPatch, 'nextRunAt' | 'taskPolls' | 'taskStartedAt'>> {
+  const now = deps.now();
+  const settings = adaptive(deps);
+  const counts =
+    step === 'created' ? { taskStartedAt: now, taskPolls: 0 } : { taskPolls: check.taskPolls + 1 };
+  if (!settings || !deps.polling || check.isSearchAll)
+    return { ...counts, nextRunAt: now + deps.pollIntervalMs };
+  const taskStartedAt = step === 'created' ? now : check.taskStartedAt;
+  // When the current status began, on this clock: the upstream's own offsets from the task's
+  // creation (its clock), added to when create-task answered here (no clock skew involved).
+  const createdAt = parseUpstreamTime(envelope?.created_at);
+  const updatedAt = parseUpstreamTime(envelope?.updated_at);
+  const phaseSince =
+    taskStartedAt !== null && createdAt !== null && updatedAt !== null
+      ? taskStartedAt + Math.max(0, updatedAt - createdAt)
+      : null;
+  let history = null;
+  try {
+    history = await deps.polling.durations.get(check.payerCode, now);
+  } catch (error) {
+    deps.logger.warn('payer durations unreadable; polling at the fixed cadence', {
+      checkId: check.id,
+      error,
+    });
+  }
+  const nextRunAt = nextPollAt(
+    { now, taskStartedAt, polls: counts.taskPolls, phase: envelope?.status ?? null, phaseSince, history },
+    settings,
+  );
+  return { ...counts, nextRunAt };
+}
+
+/** An ended task's durations join its payer's history (adaptive polling; single-payer tasks). */
+async function learnDurations(check: Check, deps: LifecycleDeps, envelope: Envelope): Promise<void> {
+  if (!adaptive(deps) || !deps.polling || check.isSearchAll || envelope.status === 'CANCELLED') return;
+  const last = parsedEnvelope(check) ?? null;
+  try {
+    await deps.polling.durations.record(check.payerCode, taskDurations(last, envelope), deps.now());
+  } catch (error) {
+    deps.logger.warn('payer durations not recorded', { checkId: check.id, error });
+  }
 }
 
 /** A finished envelope: open guards, retry once where the table says so, or store the final CER. */

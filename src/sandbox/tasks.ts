@@ -7,6 +7,7 @@ import { z } from 'zod';
 import type { SandboxTask, StoredRequest } from './progress.js';
 import { progressAt } from './progress.js';
 import { SEARCH_ALL_PAYER, resolveScenario } from './scenarios.js';
+import { taskPhaseDurations } from './durations.js';
 
 /** Body of POST /create-task as the sandbox checks it (UpstreamTaskRequest, envelope.ts). */
 export const taskRequestSchema = z
@@ -90,6 +91,8 @@ export class TaskBook {
   constructor(
     private readonly timeScale: number,
     private readonly initialFaults: Faults,
+    /** Seed of the spread of durations per payer (durations.ts); undefined: fixed timelines. */
+    private readonly durationSeed?: number,
   ) {
     this.faults = { ...initialFaults };
   }
@@ -113,6 +116,15 @@ export class TaskBook {
       scenario,
       result: searchAll ? null : (results[Math.min(count, results.length - 1)] ?? 'eligible'),
       cancelledAtMs: null,
+      ...(this.durationSeed !== undefined && !searchAll
+        ? {
+            phaseMs: taskPhaseDurations(
+              this.durationSeed,
+              request.tpa_name.trim().toUpperCase(),
+              [request.id_type, request.emirates_id, count].join('\u0000'),
+            ),
+          }
+        : {}),
     };
     this.tasks.set(task.taskId, task);
     this.counters.tasksCreated += 1;

@@ -31,6 +31,12 @@ export function tenant(id: string, inboundKey: string, maxInFlight = 3): Tenant 
 export interface HarnessOptions {
   timeScale?: number;
   pollIntervalMs?: number;
+  /** POLL_STRATEGY; default `fixed` here, so the other tests' timings stay as they were. */
+  pollStrategy?: 'adaptive' | 'fixed';
+  /** MIN_POLL_GAP_MS; default 1000. */
+  minPollGapMs?: number;
+  /** Seed of the sandbox's spread of task durations per payer (none: its fixed timelines). */
+  durationSeed?: number;
   submitWaitMs?: number;
   checkTimeoutMs?: number;
   searchAllTimeoutMs?: number;
@@ -78,6 +84,8 @@ export function testConfig(upstreamUrl: string, options: HarnessOptions = {}): C
     ],
     sandbox: false,
     pollIntervalMs: options.pollIntervalMs ?? 50,
+    pollStrategy: options.pollStrategy ?? 'fixed',
+    minPollGapMs: options.minPollGapMs ?? 1000,
     submitWaitMs: options.submitWaitMs ?? 5000,
     checkTimeoutMs: options.checkTimeoutMs ?? 20_000,
     searchAllTimeoutMs: options.searchAllTimeoutMs ?? 30_000,
@@ -98,6 +106,7 @@ export async function startHarness(options: HarnessOptions = {}): Promise<Harnes
     port: 0,
     timeScale: options.timeScale ?? 0.02,
     apiKeys: [UPSTREAM_KEY],
+    ...(options.durationSeed !== undefined ? { durationSeed: options.durationSeed } : {}),
   });
   if (options.faults) sandbox.control.setFaults(options.faults);
   const { logger, logs } = captureLogger();
