@@ -386,7 +386,7 @@ async function onPollFailure(check: Check, deps: StepDeps, error: UpstreamFailur
   const patch: CheckPatch = {
     pollFailures: failures,
     nextRunAt: now + Math.max(delay, deps.pollIntervalMs, adaptive(deps)?.minGapMs ?? 0),
-    taskPolls: check.taskPolls + 1,
+    ...(adaptive(deps) ? { taskPolls: check.taskPolls + 1 } : {}),
   };
   if (now >= check.deadlineAt && check.outcome === 'queued') {
     patch.cer = stillCheckingCer(contextOf(check, deps), parsedEnvelope(check));
@@ -448,7 +448,10 @@ async function onEnvelope(check: Check, deps: StepDeps, envelope: Envelope): Pro
         upstreamStatus: envelope.status,
         pollFailures: 0,
         ...(late
-          ? { nextRunAt: now + deps.slowPollIntervalMs, taskPolls: check.taskPolls + 1 }
+          ? {
+              nextRunAt: now + deps.slowPollIntervalMs,
+              ...(adaptive(deps) ? { taskPolls: check.taskPolls + 1 } : {}),
+            }
           : await nextPoll(check, deps, envelope, 'polled')),
         cer: late ? stillCheckingCer(ctx, envelope) : mapEnvelope(envelope, ctx),
       },
@@ -467,9 +470,9 @@ function adaptive(deps: LifecycleDeps): PollSettings | undefined {
 }
 
 /**
- * The next poll of a task in flight (poll-schedule.ts) and its poll count: `created` for the
- * first poll of a new task, `polled` after a good poll. Search-all tasks poll at the fixed cadence
- * (their end depends on many payers, not one).
+ * The next poll of a task in flight (poll-schedule.ts) and, when adaptive, its poll count:
+ * `created` for the first poll of a new task, `polled` after a good poll. Search-all tasks poll
+ * at the fixed cadence (their end depends on many payers, not one).
  */
 async function nextPoll(
   check: Check,
@@ -479,10 +482,11 @@ async function nextPoll(
 ): Promise<Pick<CheckPatch, 'nextRunAt' | 'taskPolls' | 'taskStartedAt'>> {
   const now = deps.now();
   const settings = adaptive(deps);
+  // Fixed polling writes what it always did: the next poll only.
+  if (!settings || !deps.polling) return { nextRunAt: now + deps.pollIntervalMs };
   const counts =
     step === 'created' ? { taskStartedAt: now, taskPolls: 0 } : { taskPolls: check.taskPolls + 1 };
-  if (!settings || !deps.polling || check.isSearchAll)
-    return { ...counts, nextRunAt: now + deps.pollIntervalMs };
+  if (check.isSearchAll) return { ...counts, nextRunAt: now + deps.pollIntervalMs };
   const taskStartedAt = step === 'created' ? now : check.taskStartedAt;
   // When the current status began, on this clock: the upstream's own offsets from the task's
   // creation (its clock), added to when create-task answered here (no clock skew involved).
