@@ -35,7 +35,7 @@ import type { Check, CheckPatch, CheckStore } from './store/check-store.js';
 import { describeFailure } from '../upstream/port.js';
 import type { UpstreamFailure, UpstreamPort } from '../upstream/port.js';
 import type { PayerDurationBook } from './payer-durations.js';
-import { nextPollAt, parseUpstreamTime, taskDurations } from './poll-schedule.js';
+import { nextPollAt, parseUpstreamTime, quantile, taskDurations, trusted } from './poll-schedule.js';
 import type { PollSettings } from './poll-schedule.js';
 
 export interface LifecycleDeps {
@@ -517,7 +517,14 @@ async function learnDurations(check: Check, deps: LifecycleDeps, envelope: Envel
   if (!adaptive(deps) || !deps.polling || check.isSearchAll || envelope.status === 'CANCELLED') return;
   const last = parsedEnvelope(check) ?? null;
   try {
-    await deps.polling.durations.record(check.payerCode, taskDurations(last, envelope), deps.now());
+    const now = deps.now();
+    const extract = trusted((await deps.polling.durations.get(check.payerCode, now))?.extract);
+    const typicalExtractMs = extract ? quantile(extract, 0.5) : null;
+    await deps.polling.durations.record(
+      check.payerCode,
+      taskDurations(last, envelope, typicalExtractMs),
+      now,
+    );
   } catch (error) {
     deps.logger.warn('payer durations not recorded', { checkId: check.id, error });
   }

@@ -122,7 +122,7 @@ function wantedAt(situation: PollSituation, settings: PollSettings): number {
   return now + Math.min(gap, cap);
 }
 
-function trusted(stats: DurationStats | null | undefined): DurationStats | null {
+export function trusted(stats: DurationStats | null | undefined): DurationStats | null {
   return stats && stats.n >= MIN_SAMPLES && Number.isFinite(stats.meanLog) ? stats : null;
 }
 
@@ -211,11 +211,14 @@ export interface TaskDurations {
  * What an ended task says about its payer: `last` is the last in-flight envelope seen (or null),
  * `end` the terminal one. The task's start is `end.created_at`; EXTRACTING_DATA began at the
  * `updated_at` of an envelope in that status. A task that reached EXTRACTING_DATA unseen
- * (interim results present, the phase never polled) gives no pre-extract time.
+ * (interim results present, the phase never polled: it was shorter than a gap) began it about
+ * `typicalExtractMs` (the payer's median extraction) before its end; with no such median it
+ * teaches nothing.
  */
 export function taskDurations(
   last: { status?: unknown; updated_at?: unknown } | null,
   end: { created_at?: unknown; updated_at?: unknown; interim_results?: unknown },
+  typicalExtractMs: number | null = null,
 ): TaskDurations {
   const createdAt = parseUpstreamTime(end.created_at);
   const endedAt = parseUpstreamTime(end.updated_at);
@@ -225,5 +228,7 @@ export function taskDurations(
   if (extractAt !== null && extractAt >= createdAt && extractAt <= endedAt)
     return { preExtractMs: extractAt - createdAt, extractMs: endedAt - extractAt };
   const skipped = end.interim_results === null || end.interim_results === undefined;
-  return { preExtractMs: skipped ? endedAt - createdAt : null, extractMs: null };
+  if (skipped) return { preExtractMs: endedAt - createdAt, extractMs: null };
+  const estimated = typicalExtractMs === null ? null : endedAt - createdAt - typicalExtractMs;
+  return { preExtractMs: estimated !== null && estimated > 0 ? estimated : null, extractMs: null };
 }

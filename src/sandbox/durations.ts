@@ -37,8 +37,8 @@ function normal(u1: number, u2: number): number {
 const between = (u: number, low: number, high: number): number => low + u * (high - low);
 
 /**
- * The profile of a payer: queue 0.5-2.5 s, portal navigation 12-45 s, extraction 3-9 s, each
- * task within about sigma 0.15-0.35 (log scale) of them.
+ * The profile of a payer: queue 0.5-2.5 s, portal navigation 20-60 s, extraction 3-9 s (medians),
+ * each task spread around them by a log-normal sigma of 0.15-0.35.
  */
 export function payerProfile(seed: number, payerCode: string): PayerProfile {
   const [q, n, e, s] = uniforms(`profile\u0000${seed}\u0000${payerCode}`, 4) as [
@@ -49,7 +49,7 @@ export function payerProfile(seed: number, payerCode: string): PayerProfile {
   ];
   return {
     queueMs: Math.round(between(q, 500, 2500)),
-    navigateMs: Math.round(between(n, 12_000, 45_000)),
+    navigateMs: Math.round(between(n, 20_000, 60_000)),
     extractMs: Math.round(between(e, 3000, 9000)),
     sigma: Math.round(between(s, 0.15, 0.35) * 100) / 100,
   };

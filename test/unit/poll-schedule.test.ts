@@ -246,9 +246,14 @@ describe('what an ended task teaches', () => {
       preExtractMs: 30_000,
       extractMs: null,
     });
-    // Reached EXTRACTING_DATA unseen: its start is unknown, nothing is learnt.
+    // Reached EXTRACTING_DATA unseen: begun a typical extraction before the end, or, with no
+    // typical extraction known yet, nothing is learnt.
     expect(taskDurations({ status: 'NAVIGATING_WEBSITE' }, end)).toEqual({
       preExtractMs: null,
+      extractMs: null,
+    });
+    expect(taskDurations({ status: 'NAVIGATING_WEBSITE' }, end, 4000)).toEqual({
+      preExtractMs: 26_000,
       extractMs: null,
     });
     // Unreadable or backwards timestamps teach nothing.
