@@ -71,6 +71,8 @@ export interface SandboxTaskInfo {
   status: string;
   searchAll: boolean;
   createdAt: string;
+  /** When the task reached its terminal status (ISO, ms); null while in flight. */
+  endedAt: string | null;
 }
 
 const INJECTED_STATUSES = [500, 502, 503] as const;
@@ -157,14 +159,18 @@ export class TaskBook {
   }
 
   list(nowMs: number): SandboxTaskInfo[] {
-    return [...this.tasks.values()].map((t) => ({
-      taskId: t.taskId,
-      clinicId: t.clinicId,
-      scenario: t.scenario.name,
-      status: progressAt(t, nowMs, this.timeScale).status,
-      searchAll: t.scenario.searchAll !== undefined,
-      createdAt: new Date(t.createdAtMs).toISOString(),
-    }));
+    return [...this.tasks.values()].map((t) => {
+      const progress = progressAt(t, nowMs, this.timeScale);
+      return {
+        taskId: t.taskId,
+        clinicId: t.clinicId,
+        scenario: t.scenario.name,
+        status: progress.status,
+        searchAll: t.scenario.searchAll !== undefined,
+        createdAt: new Date(t.createdAtMs).toISOString(),
+        endedAt: progress.terminal ? new Date(progress.sinceMs).toISOString() : null,
+      };
+    });
   }
 
   /** Cancels a task still in flight. False when unknown or already terminal. */
