@@ -13,6 +13,7 @@ import { createLogger } from '../../src/log.js';
 import type { RunningServer, ServerOverrides } from '../../src/server.js';
 import { startServer } from '../../src/server.js';
 import { startSandbox } from '../../src/sandbox/index.js';
+import { warmFhirDefinitions } from '../../src/fhir/validator.js';
 
 export const UPSTREAM_KEY = 'upstream-secret-key-for-tests-9f3a';
 export const TENANT_A_KEY = 'tenant-a-inbound-key-4b1d8e';
@@ -111,6 +112,8 @@ export async function startHarness(options: HarnessOptions = {}): Promise<Harnes
   if (options.faults) sandbox.control.setFaults(options.faults);
   const { logger, logs } = captureLogger();
   const server = await startServer(testConfig(sandbox.url, options), logger, options.overrides);
+  // As a deployment waits for /ready: the FHIR definitions loaded (same process, same module).
+  await warmFhirDefinitions();
   return {
     url: server.url,
     server,
