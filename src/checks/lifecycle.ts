@@ -459,8 +459,10 @@ async function onEnvelope(check: Check, deps: StepDeps, envelope: Envelope): Pro
     );
     return;
   }
-  await learnDurations(check, deps, envelope);
   await finish(check, deps, envelope, envelope);
+  // After the final write, so the answer does not wait for it (the previous envelope is still the
+  // one `check` holds).
+  await learnDurations(check, deps, envelope);
 }
 
 /** The strategy's settings when polling is adaptive; undefined when fixed. */
