@@ -59,6 +59,10 @@ export interface Config {
   tenants: Tenant[];
   sandbox: boolean;
   pollIntervalMs: number;
+  /** POLL_STRATEGY: `adaptive` (phase and payer history, docs/polling.md) or `fixed` (every pollIntervalMs). */
+  pollStrategy: 'adaptive' | 'fixed';
+  /** MIN_POLL_GAP_MS: no two polls of one task closer than this (adaptive only). */
+  minPollGapMs: number;
   submitWaitMs: number;
   checkTimeoutMs: number;
   searchAllTimeoutMs: number;
@@ -118,6 +122,8 @@ const envSchema = z.object({
     .default('sqlite:data/adapter.db'),
   TENANTS_FILE: z.string().min(1).optional(),
   POLL_INTERVAL_MS: intFrom(10).default(5000),
+  POLL_STRATEGY: z.enum(['adaptive', 'fixed']).default('adaptive'),
+  MIN_POLL_GAP_MS: intFrom(0).default(1000),
   SUBMIT_WAIT_MS: intFrom(0).default(20000),
   CHECK_TIMEOUT_MS: intFrom(1000).default(300000),
   SEARCH_ALL_TIMEOUT_MS: intFrom(1000).default(600000),
@@ -378,6 +384,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     tenants,
     sandbox,
     pollIntervalMs: e.POLL_INTERVAL_MS,
+    pollStrategy: e.POLL_STRATEGY,
+    minPollGapMs: e.MIN_POLL_GAP_MS,
     submitWaitMs: e.SUBMIT_WAIT_MS,
     checkTimeoutMs: e.CHECK_TIMEOUT_MS,
     searchAllTimeoutMs: e.SEARCH_ALL_TIMEOUT_MS,

@@ -11,11 +11,12 @@ import { registerSecret } from './log.js';
 import { openStore } from './checks/store/open.js';
 import { Slots } from './checks/slots.js';
 import { Scheduler } from './checks/scheduler.js';
+import { PayerDurationBook } from './checks/payer-durations.js';
 import { CheckService } from './checks/service.js';
 import type { CheckStore } from './checks/store/check-store.js';
 import type { UpstreamPort } from './upstream/port.js';
 import { conformanceTypes } from './operations/conformance-read.js';
-import { warmFhirDefinitions } from './fhir/validator.js';
+import { fhirDefinitionsLoaded, warmFhirDefinitions } from './fhir/validator.js';
 import type { Express } from 'express';
 import { createApp } from './http/app.js';
 import type { ReadyReport } from './http/app.js';
@@ -67,7 +68,15 @@ async function readiness(store: CheckStore, upstream: UpstreamPort): Promise<Rea
     ),
     upstream.health().then((r) => (r.ok ? { ok: true } : { ok: false, detail: 'upstream /health failed' })),
   ]);
-  return { ready: storeCheck.ok && upstreamCheck.ok, checks: { store: storeCheck, upstream: upstreamCheck } };
+  // No cold start on the request path: the first $submit would otherwise load the R4 definitions
+  // (about a second of CPU) while it is answered, stalling every other request meanwhile.
+  const definitions = fhirDefinitionsLoaded()
+    ? { ok: true }
+    : { ok: false, detail: 'loading FHIR definitions' };
+  return {
+    ready: storeCheck.ok && upstreamCheck.ok && definitions.ok,
+    checks: { store: storeCheck, upstream: upstreamCheck, definitions },
+  };
 }
 
 /** Starts the whole service. Resolves once it listens. */
@@ -153,6 +162,14 @@ export async function startServer(
       slowPollIntervalMs: Math.max(config.pollIntervalMs * 6, 30_000),
       backoffGuardMs: 15 * 60_000,
       createSlots: new Slots(10),
+      polling: {
+        settings: {
+          strategy: config.pollStrategy,
+          intervalMs: config.pollIntervalMs,
+          minGapMs: config.minPollGapMs,
+        },
+        durations: new PayerDurationBook(store),
+      },
       onEvent,
     },
     {
@@ -271,13 +288,14 @@ export async function startServer(
   firstPurge.unref();
   const purgeTimer = setInterval(purge, 3_600_000);
   purgeTimer.unref();
-  // Loading them takes about a second of CPU: done a moment after start-up and in steps, so /health,
-  // /ready and the scheduler keep answering; a $submit before then finishes the load itself.
+  // Loading them takes about a second of CPU: done at once, in steps, so /health and the scheduler
+  // keep answering; /ready answers 200 only once they are loaded (a $submit before then finishes
+  // the load itself).
   const warmUp = setTimeout(() => {
     warmFhirDefinitions().catch((error: unknown) =>
       logger.error('loading FHIR definitions failed', { error }),
     );
-  }, 3000);
+  }, 0);
   warmUp.unref();
   logger.info('listening', { url, store: store.kind, sandbox: Boolean(sandbox) });
 

@@ -34,6 +34,9 @@ import type { Slots } from './slots.js';
 import type { Check, CheckPatch, CheckStore } from './store/check-store.js';
 import { describeFailure } from '../upstream/port.js';
 import type { UpstreamFailure, UpstreamPort } from '../upstream/port.js';
+import type { PayerDurationBook } from './payer-durations.js';
+import { nextPollAt, parseUpstreamTime, quantile, taskDurations, trusted } from './poll-schedule.js';
+import type { PollSettings } from './poll-schedule.js';
 
 export interface LifecycleDeps {
   store: CheckStore;
@@ -57,6 +60,11 @@ export interface LifecycleDeps {
    * ambiguous checks behind, not every check queued for a connection.
    */
   createSlots?: Slots;
+  /**
+   * Adaptive polling (docs/polling.md): the schedule's settings and the payers' durations.
+   * Absent, or strategy `fixed`: a poll every pollIntervalMs, as before.
+   */
+  polling?: { settings: PollSettings; durations: PayerDurationBook };
 }
 
 export type LifecycleEvent =
@@ -266,7 +274,7 @@ async function startCheck(check: Check, deps: StepDeps): Promise<void> {
         upstreamStatus: 'IN_QUEUE',
         tasksCreated: creating.tasksCreated + 1,
         pollFailures: 0,
-        nextRunAt: deps.now() + deps.pollIntervalMs,
+        ...(await nextPoll(creating, deps, null, 'created')),
         // The timeout runs from the first task upstream, not from arrival in the queue.
         deadlineAt:
           creating.tasksCreated === 0 ? deps.now() + timeoutOf(creating, deps) : creating.deadlineAt,
@@ -379,7 +387,11 @@ async function onPollFailure(check: Check, deps: StepDeps, error: UpstreamFailur
     deps.pollIntervalMs * 2 ** Math.min(failures - 1, 6),
     Math.max(MAX_POLL_BACKOFF_MS, deps.pollIntervalMs),
   );
-  const patch: CheckPatch = { pollFailures: failures, nextRunAt: now + Math.max(delay, deps.pollIntervalMs) };
+  const patch: CheckPatch = {
+    pollFailures: failures,
+    nextRunAt: now + Math.max(delay, deps.pollIntervalMs, adaptive(deps)?.minGapMs ?? 0),
+    ...(adaptive(deps) ? { taskPolls: check.taskPolls + 1 } : {}),
+  };
   if (now >= check.deadlineAt && check.outcome === 'queued') {
     patch.cer = stillCheckingCer(contextOf(check, deps), parsedEnvelope(check));
   }
@@ -425,7 +437,7 @@ async function onEnvelope(check: Check, deps: StepDeps, envelope: Envelope): Pro
         deps,
         {
           ...(check.pollFailures !== 0 ? { pollFailures: 0 } : {}),
-          nextRunAt: now + deps.pollIntervalMs,
+          ...(await nextPoll(check, deps, envelope, 'polled')),
         },
         'status unchanged',
       );
@@ -439,7 +451,12 @@ async function onEnvelope(check: Check, deps: StepDeps, envelope: Envelope): Pro
         envelope,
         upstreamStatus: envelope.status,
         pollFailures: 0,
-        nextRunAt: now + (late ? deps.slowPollIntervalMs : deps.pollIntervalMs),
+        ...(late
+          ? {
+              nextRunAt: now + deps.slowPollIntervalMs,
+              ...(adaptive(deps) ? { taskPolls: check.taskPolls + 1 } : {}),
+            }
+          : await nextPoll(check, deps, envelope, 'polled')),
         cer: late ? stillCheckingCer(ctx, envelope) : mapEnvelope(envelope, ctx),
       },
       late ? 'past the timeout: slow polls' : 'status changed',
@@ -447,6 +464,76 @@ async function onEnvelope(check: Check, deps: StepDeps, envelope: Envelope): Pro
     return;
   }
   await finish(check, deps, envelope, envelope);
+  // After the final write, so the answer does not wait for it (the previous envelope is still the
+  // one `check` holds).
+  await learnDurations(check, deps, envelope);
+}
+
+/** The strategy's settings when polling is adaptive; undefined when fixed. */
+function adaptive(deps: LifecycleDeps): PollSettings | undefined {
+  const settings = deps.polling?.settings;
+  return settings?.strategy === 'adaptive' ? settings : undefined;
+}
+
+/**
+ * The next poll of a task in flight (poll-schedule.ts) and, when adaptive, its poll count:
+ * `created` for the first poll of a new task, `polled` after a good poll. Search-all tasks poll
+ * at the fixed cadence (their end depends on many payers, not one).
+ */
+async function nextPoll(
+  check: Check,
+  deps: LifecycleDeps,
+  envelope: Envelope | null,
+  step: 'created' | 'polled',
+): Promise<Pick<CheckPatch, 'nextRunAt' | 'taskPolls' | 'taskStartedAt'>> {
+  const now = deps.now();
+  const settings = adaptive(deps);
+  // Fixed polling writes what it always did: the next poll only.
+  if (!settings || !deps.polling) return { nextRunAt: now + deps.pollIntervalMs };
+  const counts =
+    step === 'created' ? { taskStartedAt: now, taskPolls: 0 } : { taskPolls: check.taskPolls + 1 };
+  if (check.isSearchAll) return { ...counts, nextRunAt: now + deps.pollIntervalMs };
+  const taskStartedAt = step === 'created' ? now : check.taskStartedAt;
+  // When the current status began, on this clock: the upstream's own offsets from the task's
+  // creation (its clock), added to when create-task answered here (no clock skew involved).
+  const createdAt = parseUpstreamTime(envelope?.created_at);
+  const updatedAt = parseUpstreamTime(envelope?.updated_at);
+  const phaseSince =
+    taskStartedAt !== null && createdAt !== null && updatedAt !== null
+      ? taskStartedAt + Math.max(0, updatedAt - createdAt)
+      : null;
+  let history = null;
+  try {
+    history = await deps.polling.durations.get(check.payerCode, now);
+  } catch (error) {
+    deps.logger.warn('payer durations unreadable; polling at the fixed cadence', {
+      checkId: check.id,
+      error,
+    });
+  }
+  const nextRunAt = nextPollAt(
+    { now, taskStartedAt, polls: counts.taskPolls, phase: envelope?.status ?? null, phaseSince, history },
+    settings,
+  );
+  return { ...counts, nextRunAt };
+}
+
+/** An ended task's durations join its payer's history (adaptive polling; single-payer tasks). */
+async function learnDurations(check: Check, deps: LifecycleDeps, envelope: Envelope): Promise<void> {
+  if (!adaptive(deps) || !deps.polling || check.isSearchAll || envelope.status === 'CANCELLED') return;
+  const last = parsedEnvelope(check) ?? null;
+  try {
+    const now = deps.now();
+    const extract = trusted((await deps.polling.durations.get(check.payerCode, now))?.extract);
+    const typicalExtractMs = extract ? quantile(extract, 0.5) : null;
+    await deps.polling.durations.record(
+      check.payerCode,
+      taskDurations(last, envelope, typicalExtractMs),
+      now,
+    );
+  } catch (error) {
+    deps.logger.warn('payer durations not recorded', { checkId: check.id, error });
+  }
 }
 
 /** A finished envelope: open guards, retry once where the table says so, or store the final CER. */

@@ -44,6 +44,11 @@ export interface Expansion {
 let definitions: Definitions | null = null;
 let loading: Generator<void, void> | null = null;
 
+/** Whether the definitions are loaded (the service answers /ready 200 only then). */
+export function fhirDefinitionsLoaded(): boolean {
+  return definitions !== null;
+}
+
 /** The loaded definitions; loads them first if no load has finished. */
 export function loadedDefinitions(): Definitions {
   loadFhirDefinitions();

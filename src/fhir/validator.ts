@@ -21,7 +21,7 @@ import { loadedDefinitions } from './definitions.js';
 import { echo } from './text.js';
 
 export { checkRequiredBindings } from './bindings.js';
-export { loadFhirDefinitions, warmFhirDefinitions } from './definitions.js';
+export { fhirDefinitionsLoaded, loadFhirDefinitions, warmFhirDefinitions } from './definitions.js';
 
 export interface ValidationResult {
   valid: boolean;

@@ -14,6 +14,7 @@ import { TaskBook } from './tasks.js';
 export { BASE_PATH, BULK_PATHS } from './app.js';
 export { SCENARIOS, PAYERS, TIMELINES } from './scenarios.js';
 export { SEARCH_ALL_PLANS } from './search-all.js';
+export { payerProfile, taskPhaseDurations } from './durations.js';
 export type { Faults, SandboxStats, SandboxTaskInfo } from './tasks.js';
 
 /** Accepted x-api-key values when none are given. `sandbox-upstream-key` is the built-in sandbox tenant's key (config.ts). */
@@ -29,6 +30,12 @@ export interface SandboxOptions {
   faults?: Partial<Faults>;
   /** Lifetime of signed links; default 5 minutes times timeScale (at least 1 s). */
   linkTtlMs?: number;
+  /**
+   * Seed of a realistic spread of task durations per payer (durations.ts, docs/sandbox.md):
+   * queue, portal navigation and extraction drawn per task around each payer's profile.
+   * Absent: the fixed timelines (a check completes in ~3 s).
+   */
+  durationSeed?: number;
 }
 
 /** Lets tests steer and observe the sandbox at runtime. */
@@ -59,7 +66,11 @@ export interface RunningSandbox {
 export async function startSandbox(options: SandboxOptions = {}): Promise<RunningSandbox> {
   const timeScale = options.timeScale ?? 1;
   if (!(timeScale > 0)) throw new Error('timeScale must be greater than 0');
-  const book = new TaskBook(timeScale, { pollErrorRate: 0, latencyMs: 0, ...options.faults });
+  const book = new TaskBook(
+    timeScale,
+    { pollErrorRate: 0, latencyMs: 0, ...options.faults },
+    options.durationSeed,
+  );
   let linkTtlMs = options.linkTtlMs ?? Math.max(1000, 300_000 * timeScale);
   const app = createSandboxApp({
     book,

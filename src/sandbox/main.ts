@@ -1,6 +1,7 @@
 /**
  * `npm run sandbox`: the upstream simulator alone. SANDBOX_PORT (default 8090), SANDBOX_HOST
- * (default 0.0.0.0), SANDBOX_TIME_SCALE (default 1), SANDBOX_API_KEYS (comma-separated).
+ * (default 0.0.0.0), SANDBOX_TIME_SCALE (default 1), SANDBOX_API_KEYS (comma-separated),
+ * SANDBOX_DURATION_SEED (an integer: a realistic spread of durations per payer, docs/sandbox.md).
  */
 import { startSandbox } from './index.js';
 
@@ -10,6 +11,7 @@ const sandbox = await startSandbox({
   host: env.SANDBOX_HOST ?? '0.0.0.0',
   timeScale: Number(env.SANDBOX_TIME_SCALE ?? 1),
   apiKeys: env.SANDBOX_API_KEYS ? env.SANDBOX_API_KEYS.split(',').map((k) => k.trim()) : undefined,
+  durationSeed: env.SANDBOX_DURATION_SEED ? Number(env.SANDBOX_DURATION_SEED) : undefined,
 });
 process.stdout.write(`upstream sandbox listening on ${sandbox.url}\n`);
 

@@ -31,6 +31,11 @@ export interface SandboxTask {
   result: ResultKind | null;
   /** Set when the task was cancelled through the control API. */
   cancelledAtMs: number | null;
+  /**
+   * Phase durations drawn for this task (durations.ts, with a duration seed), by status; they
+   * replace the `standard` and `jump` timelines' fixed ones. Absent: the fixed timelines.
+   */
+  phaseMs?: Readonly<Record<string, number>>;
 }
 
 export interface Progress {
@@ -59,7 +64,14 @@ function phasesOf(task: SandboxTask): { phases: readonly Phase[]; terminal: stri
     };
   }
   const flow = RESULT_FLOW[task.result ?? 'eligible'];
-  return { phases: TIMELINES[task.scenario.timeline ?? flow.timeline], terminal: flow.terminal };
+  const timeline = task.scenario.timeline ?? flow.timeline;
+  const drawn = task.phaseMs;
+  // The spread applies to the ordinary timelines; `slow` and `new-status` keep their fixed times.
+  const phases =
+    drawn && (timeline === 'standard' || timeline === 'jump')
+      ? TIMELINES[timeline].map((phase) => ({ ...phase, forMs: drawn[phase.status] ?? phase.forMs }))
+      : TIMELINES[timeline];
+  return { phases, terminal: flow.terminal };
 }
 
 /** The status of a task at `nowMs`. */

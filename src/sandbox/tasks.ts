@@ -7,6 +7,7 @@ import { z } from 'zod';
 import type { SandboxTask, StoredRequest } from './progress.js';
 import { progressAt } from './progress.js';
 import { SEARCH_ALL_PAYER, resolveScenario } from './scenarios.js';
+import { taskPhaseDurations } from './durations.js';
 
 /** Body of POST /create-task as the sandbox checks it (UpstreamTaskRequest, envelope.ts). */
 export const taskRequestSchema = z
@@ -71,6 +72,8 @@ export interface SandboxTaskInfo {
   status: string;
   searchAll: boolean;
   createdAt: string;
+  /** When the task reached its terminal status (ISO, ms); null while in flight. */
+  endedAt: string | null;
 }
 
 const INJECTED_STATUSES = [500, 502, 503] as const;
@@ -91,6 +94,8 @@ export class TaskBook {
   constructor(
     private readonly timeScale: number,
     private readonly initialFaults: Faults,
+    /** Seed of the spread of durations per payer (durations.ts); undefined: fixed timelines. */
+    private readonly durationSeed?: number,
   ) {
     this.faults = { ...initialFaults };
   }
@@ -114,6 +119,15 @@ export class TaskBook {
       scenario,
       result: searchAll ? null : (results[Math.min(count, results.length - 1)] ?? 'eligible'),
       cancelledAtMs: null,
+      ...(this.durationSeed !== undefined && !searchAll
+        ? {
+            phaseMs: taskPhaseDurations(
+              this.durationSeed,
+              request.tpa_name.trim().toUpperCase(),
+              [request.id_type, request.emirates_id, count].join('\u0000'),
+            ),
+          }
+        : {}),
     };
     this.tasks.set(task.taskId, task);
     this.counters.tasksCreated += 1;
@@ -146,14 +160,18 @@ export class TaskBook {
   }
 
   list(nowMs: number): SandboxTaskInfo[] {
-    return [...this.tasks.values()].map((t) => ({
-      taskId: t.taskId,
-      clinicId: t.clinicId,
-      scenario: t.scenario.name,
-      status: progressAt(t, nowMs, this.timeScale).status,
-      searchAll: t.scenario.searchAll !== undefined,
-      createdAt: new Date(t.createdAtMs).toISOString(),
-    }));
+    return [...this.tasks.values()].map((t) => {
+      const progress = progressAt(t, nowMs, this.timeScale);
+      return {
+        taskId: t.taskId,
+        clinicId: t.clinicId,
+        scenario: t.scenario.name,
+        status: progress.status,
+        searchAll: t.scenario.searchAll !== undefined,
+        createdAt: new Date(t.createdAtMs).toISOString(),
+        endedAt: progress.terminal ? new Date(progress.sinceMs).toISOString() : null,
+      };
+    });
   }
 
   /** Cancels a task still in flight. False when unknown or already terminal. */

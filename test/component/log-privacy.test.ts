@@ -31,7 +31,9 @@ const SKIPPED = new Set(['slow']);
 let h: Harness;
 
 beforeAll(async () => {
-  h = await startHarness({ faults: { pollErrorRate: 0.3 } });
+  // Adaptive polling, so its paths (payer histories learnt and read, failed polls counted) log
+  // through every scenario below too; a short minimum gap keeps the run as fast as before.
+  h = await startHarness({ faults: { pollErrorRate: 0.3 }, pollStrategy: 'adaptive', minPollGapMs: 20 });
 });
 afterAll(async () => {
   await h.stop();

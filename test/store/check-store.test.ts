@@ -289,6 +289,8 @@ describe.each([sqliteBackend(), postgresBackend()])('CheckStore on $name', (back
       leaseOwner: null,
       leaseUntil: null,
       asyncStopped: false,
+      taskStartedAt: null,
+      taskPolls: 0,
       createdAt: T0 + 5,
       updatedAt: T0 + 5,
     });

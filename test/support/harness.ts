@@ -13,6 +13,7 @@ import { createLogger } from '../../src/log.js';
 import type { RunningServer, ServerOverrides } from '../../src/server.js';
 import { startServer } from '../../src/server.js';
 import { startSandbox } from '../../src/sandbox/index.js';
+import { warmFhirDefinitions } from '../../src/fhir/validator.js';
 
 export const UPSTREAM_KEY = 'upstream-secret-key-for-tests-9f3a';
 export const TENANT_A_KEY = 'tenant-a-inbound-key-4b1d8e';
@@ -32,6 +33,12 @@ export function tenant(id: string, inboundKey: string, maxInFlight = 3, reuseWin
 export interface HarnessOptions {
   timeScale?: number;
   pollIntervalMs?: number;
+  /** POLL_STRATEGY; default `fixed` here, so the other tests' timings stay as they were. */
+  pollStrategy?: 'adaptive' | 'fixed';
+  /** MIN_POLL_GAP_MS; default 1000. */
+  minPollGapMs?: number;
+  /** Seed of the sandbox's spread of task durations per payer (none: its fixed timelines). */
+  durationSeed?: number;
   submitWaitMs?: number;
   checkTimeoutMs?: number;
   searchAllTimeoutMs?: number;
@@ -102,6 +109,8 @@ export function testConfig(upstreamUrl: string, options: HarnessOptions = {}): C
     ),
     sandbox: false,
     pollIntervalMs: options.pollIntervalMs ?? 50,
+    pollStrategy: options.pollStrategy ?? 'fixed',
+    minPollGapMs: options.minPollGapMs ?? 1000,
     submitWaitMs: options.submitWaitMs ?? 5000,
     checkTimeoutMs: options.checkTimeoutMs ?? 20_000,
     searchAllTimeoutMs: options.searchAllTimeoutMs ?? 30_000,
@@ -125,10 +134,13 @@ export async function startHarness(options: HarnessOptions = {}): Promise<Harnes
     port: 0,
     timeScale: options.timeScale ?? 0.02,
     apiKeys: [UPSTREAM_KEY],
+    ...(options.durationSeed !== undefined ? { durationSeed: options.durationSeed } : {}),
   });
   if (options.faults) sandbox.control.setFaults(options.faults);
   const { logger, logs } = captureLogger();
   const server = await startServer(testConfig(sandbox.url, options), logger, options.overrides);
+  // As a deployment waits for /ready: the FHIR definitions loaded (same process, same module).
+  await warmFhirDefinitions();
   return {
     url: server.url,
     server,

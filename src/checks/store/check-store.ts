@@ -9,6 +9,7 @@ import type { CoverageEligibilityRequest, CoverageEligibilityResponse, Operation
 import type { AuditRecord } from '../../fhir/audit-event.js';
 import type { UpstreamTaskRequest } from '../../upstream/contract.js';
 import type { SubscriptionStore } from './subscription-store.js';
+import type { PayerDurations, TaskDurations } from '../poll-schedule.js';
 
 /**
  * Lifecycle of a check.
@@ -78,12 +79,23 @@ export interface Check {
   asyncStopped: boolean;
   createdAt: number;
   updatedAt: number;
+  /** When create-task answered for the current upstream task (epoch ms); null before (adaptive polling). */
+  taskStartedAt: number | null;
+  /** Polls of the current upstream task so far, failed ones included (the poll budget). */
+  taskPolls: number;
 }
 
 /** What `insert` needs; the store fills version (1), lease (none), createdAt and updatedAt. */
 export type NewCheck = Omit<
   Check,
-  'version' | 'leaseOwner' | 'leaseUntil' | 'createdAt' | 'updatedAt' | 'asyncStopped'
+  | 'version'
+  | 'leaseOwner'
+  | 'leaseUntil'
+  | 'createdAt'
+  | 'updatedAt'
+  | 'asyncStopped'
+  | 'taskStartedAt'
+  | 'taskPolls'
 > & {
   now: number;
   /**
@@ -109,6 +121,8 @@ export type CheckPatch = Partial<
     | 'cer'
     | 'outcome'
     | 'answer'
+    | 'taskStartedAt'
+    | 'taskPolls'
   >
 >;
 
@@ -347,6 +361,14 @@ export interface CheckStore {
   /** Removes a guard; true when one existed. */
   deleteGuard(tenantId: string, payerCode: string): Promise<boolean>;
   listGuards(): Promise<Guard[]>;
+
+  /** The durations seen for a payer's tasks (adaptive polling); null when none yet. */
+  getPayerDurations(payerCode: string): Promise<PayerDurations | null>;
+  /**
+   * Adds one task's durations (ms) to its payer's history, in one statement per phase, so
+   * replicas adding at once lose nothing.
+   */
+  recordPayerDurations(payerCode: string, durations: TaskDurations, now: number): Promise<void>;
 
   /** Checks not done whose deadlineAt is before `now` (operator view of stuck checks), oldest first, at most 500. */
   listOverdue(now: number): Promise<Check[]>;

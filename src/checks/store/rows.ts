@@ -7,6 +7,7 @@ import type { CheckAnswer } from '../../mapping/response/answer.js';
 import type { CoverageEligibilityRequest, CoverageEligibilityResponse } from 'fhir/r4.js';
 import type { UpstreamTaskRequest } from '../../upstream/contract.js';
 import { CHECK_STATES, guardPayer } from './check-store.js';
+import type { DurationStats, PayerDurations } from '../poll-schedule.js';
 import type {
   CerOutcome,
   Check,
@@ -48,6 +49,8 @@ export const CHECK_COLUMNS = [
   'updated_at',
   'request_identifier_value',
   'reuse_key',
+  'task_started_at',
+  'task_polls',
 ] as const;
 export type CheckColumn = (typeof CHECK_COLUMNS)[number];
 
@@ -134,6 +137,8 @@ export function insertValues(check: NewCheck): Record<CheckColumn, unknown> {
         ? check.requestIdentifierValue
         : patientValueOf(check.idempotencyKey),
     reuse_key: reuseKeyOf(check),
+    task_started_at: null,
+    task_polls: 0,
   };
 }
 
@@ -149,6 +154,8 @@ export const PATCH_COLUMNS: Record<Exclude<keyof CheckPatch, 'cer'>, CheckColumn
   envelope: 'envelope',
   outcome: 'outcome',
   answer: 'answer',
+  taskStartedAt: 'task_started_at',
+  taskPolls: 'task_polls',
 };
 
 /** What a claim pass found, before the batch limit is applied. */
@@ -289,6 +296,8 @@ export function rowToCheck(row: Row, readJson: (value: unknown) => unknown): Che
     asyncStopped: bool(row, 'async_stopped'),
     createdAt: int(row, 'created_at'),
     updatedAt: int(row, 'updated_at'),
+    taskStartedAt: nullableInt(row, 'task_started_at'),
+    taskPolls: nullableInt(row, 'task_polls') ?? 0,
   };
 }
 
@@ -347,4 +356,21 @@ export function patched(
     merged.updatedAt = now;
   }
   return merged;
+}
+
+/** The `payer_durations` rows of one payer; null when there are none. */
+export function rowsToPayerDurations(rows: Row[]): PayerDurations | null {
+  if (rows.length === 0) return null;
+  const durations: PayerDurations = { preExtract: null, extract: null };
+  for (const row of rows) {
+    const stats: DurationStats = {
+      n: int(row, 'samples'),
+      meanLog: int(row, 'mean_log'),
+      varLog: int(row, 'var_log'),
+    };
+    const phase = text(row, 'phase');
+    if (phase === 'pre_extract') durations.preExtract = stats;
+    else if (phase === 'extract') durations.extract = stats;
+  }
+  return durations;
 }

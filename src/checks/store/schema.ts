@@ -182,6 +182,22 @@ const MIGRATIONS: readonly Migration[] = [
     // retention purge and takes new rows at its end: one index fewer to keep up on every write.
     'CREATE INDEX audit_events_entity_idx ON audit_events (tenant_id, entity)',
   ],
+  // 12 (issue 19, adaptive polling, docs/polling.md): when the current upstream task was created and
+  // how many polls it has had (the poll budget), and the durations seen per payer, shared by
+  // replicas and kept across restarts (a log-normal fit per payer and phase).
+  (t) => [
+    `ALTER TABLE checks ADD COLUMN task_started_at ${t.bigint}`,
+    'ALTER TABLE checks ADD COLUMN task_polls INTEGER NOT NULL DEFAULT 0',
+    `CREATE TABLE payer_durations (
+    payer_code TEXT NOT NULL,
+    phase TEXT NOT NULL CHECK (phase IN ('pre_extract', 'extract')),
+    samples INTEGER NOT NULL,
+    mean_log ${t.kind === 'sqlite' ? 'REAL' : 'DOUBLE PRECISION'} NOT NULL,
+    var_log ${t.kind === 'sqlite' ? 'REAL' : 'DOUBLE PRECISION'} NOT NULL,
+    updated_at ${t.bigint} NOT NULL,
+    PRIMARY KEY (payer_code, phase)
+  )`,
+  ],
 ];
 
 /** The migration after which the answers of rows finished before it are decided once. */

@@ -5,7 +5,8 @@
  * tenant locks of a claim, JSON columns, index hints) or the driver's own business (sqlite.ts:
  * the group commit; postgres.ts: the pool and its transactions); see driver.ts.
  */
-import { SLOT_STATES } from './check-store.js';
+import { SLOT_STATES, guardPayer } from './check-store.js';
+import type { PayerDurations, TaskDurations } from '../poll-schedule.js';
 import type {
   Batch,
   BatchEntry,
@@ -35,6 +36,7 @@ import {
   rowToCount,
   rowToGuard,
   rowToStoredCer,
+  rowsToPayerDurations,
   stampCer,
   text,
 } from './rows.js';
@@ -71,6 +73,8 @@ const DUE = 'next_run_at <= $1 AND (lease_until IS NULL OR lease_until <= $1)';
  */
 const HOLDS_SLOT = `NOT (is_search_all = TRUE AND COALESCE(upstream_status, '') IN ('PROCESS_COMPLETE', 'CANCELLED', 'FAILED'))`;
 const CLAIMED = 'id, next_run_at, created_at';
+/** Tasks over which a payer's durations are averaged (then weighted 1/DURATION_WINDOW each). */
+const DURATION_WINDOW = 50;
 
 function* one(sql: string, params: readonly unknown[] = []): Work<Result> {
   return yield { sql, params };
@@ -287,6 +291,42 @@ export class SqlStore implements CheckStore {
 
   async listGuards(): Promise<Guard[]> {
     return (await this.rows('SELECT * FROM payer_guards ORDER BY tenant_id, payer_code')).map(rowToGuard);
+  }
+
+  async getPayerDurations(payerCode: string): Promise<PayerDurations | null> {
+    const rows = await this.rows(
+      'SELECT phase, samples, mean_log, var_log FROM payer_durations WHERE payer_code = $1',
+      [guardPayer(payerCode)],
+    );
+    return rowsToPayerDurations(rows);
+  }
+
+  async recordPayerDurations(payerCode: string, durations: TaskDurations, now: number): Promise<void> {
+    const payer = guardPayer(payerCode);
+    const samples: Array<[string, number]> = [];
+    if (durations.preExtractMs !== null) samples.push(['pre_extract', durations.preExtractMs]);
+    if (durations.extractMs !== null) samples.push(['extract', durations.extractMs]);
+    if (samples.length === 0) return;
+    // An exponentially weighted mean and variance of ln(ms), one statement per phase (the
+    // right-hand sides read the stored row, so replicas adding at once lose nothing): a plain
+    // mean over a payer's first DURATION_WINDOW tasks, then recent tasks weigh more, so a payer
+    // whose portal slows down is followed.
+    const w = `(CASE WHEN payer_durations.samples + 1 < ${DURATION_WINDOW}
+      THEN 1.0 / (payer_durations.samples + 1) ELSE ${1 / DURATION_WINDOW} END)`;
+    const d = '(excluded.mean_log - payer_durations.mean_log)';
+    const sql = `INSERT INTO payer_durations (payer_code, phase, samples, mean_log, var_log, updated_at)
+       VALUES ($1, $2, 1, $3, 0, $4)
+       ON CONFLICT (payer_code, phase) DO UPDATE SET
+         samples = payer_durations.samples + 1,
+         mean_log = payer_durations.mean_log + ${w} * ${d},
+         var_log = (1 - ${w}) * (payer_durations.var_log + ${w} * ${d} * ${d}),
+         updated_at = excluded.updated_at`;
+    await this.driver.run(
+      'write',
+      (function* (): Work<void> {
+        for (const [phase, ms] of samples) yield* one(sql, [payer, phase, Math.log(Math.max(1, ms)), now]);
+      })(),
+    );
   }
 
   async listOverdue(now: number): Promise<Check[]> {
