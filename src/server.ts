@@ -234,7 +234,7 @@ export async function startServer(
       tokenRoutes(express);
     },
     corsOrigins: config.corsOrigins,
-    appPage: appPageRouter({ tenants: config.tenants, store, logger, now }),
+    appPage: appPageRouter({ tenants: config.tenants, store, logger, now, audit }),
     fhir: fhirRouter({
       tenants: config.tenants,
       version: VERSION,

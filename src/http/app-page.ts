@@ -11,7 +11,9 @@ import type { Tenant } from '../config.js';
 import { badRequest } from '../fhir/outcomes.js';
 import type { Logger } from '../log.js';
 import { operatorView, payerOptions, resetGuard, visitTypeOptions } from '../operations/front-desk.js';
+import type { AuditTrail } from '../checks/audit.js';
 import { authenticate } from './middleware.js';
+import { audited } from './security.js';
 
 /** app/ at the repository root, from src/http/ (tsx) and from dist/http/ (compiled) alike. */
 export const APP_DIR = fileURLToPath(new URL('../../app/', import.meta.url));
@@ -38,6 +40,8 @@ export interface AppPageDeps {
   store: CheckStore;
   logger: Logger;
   now: () => number;
+  /** The audit trail: a guard reset is recorded (docs/auth.md). */
+  audit?: AuditTrail;
 }
 
 const PAYER = /^[A-Za-z0-9][A-Za-z0-9 ._-]{0,63}$/;
@@ -62,12 +66,16 @@ export function appPageRouter(deps: AppPageDeps): Router {
   api.get('/operator', async (_req, res) => {
     res.json(await operatorView(deps.store, res.locals.tenant as Tenant, deps.now()));
   });
-  api.post('/guards/:payer/reset', async (req, res) => {
-    const payer = String(req.params.payer);
-    if (!PAYER.test(payer)) throw badRequest('Not a payer code', 'payer');
-    await resetGuard(deps.store, res.locals.tenant as Tenant, payer, deps.logger);
-    res.status(204).end();
-  });
+  api.post(
+    '/guards/:payer/reset',
+    audited(deps.audit, { action: 'E', interaction: 'operation', operation: 'guard-reset' }),
+    async (req, res) => {
+      const payer = String(req.params.payer);
+      if (!PAYER.test(payer)) throw badRequest('Not a payer code', 'payer');
+      await resetGuard(deps.store, res.locals.tenant as Tenant, payer, deps.logger);
+      res.status(204).end();
+    },
+  );
   router.use('/api', api);
   router.use(pageHeaders, express.static(APP_DIR, { index: 'index.html', fallthrough: true }));
   return router;

@@ -4,6 +4,7 @@
  * route translates an express request into a FhirRequest, calls an operation (src/operations/),
  * and writes its FhirAnswer. No domain logic here.
  */
+import type { Bundle } from 'fhir/r4.js';
 import express from 'express';
 import type { Request, RequestHandler, Response, Router } from 'express';
 import type { Tenant } from '../config.js';
@@ -34,7 +35,16 @@ import type { AuthenticateOptions } from './middleware.js';
 import { submitRateLimit } from './rate-limit.js';
 import type { AuditTrail } from '../checks/audit.js';
 import { readAuditEvent, searchAuditEvents, type AuditStore } from '../operations/audit-events.js';
-import { audited, locationEntity, paramEntity, requireScope, smartConfiguration } from './security.js';
+import {
+  audited,
+  listedEntities,
+  locationEntity,
+  locationOf,
+  paramEntity,
+  requireScope,
+  smartConfiguration,
+} from './security.js';
+import type { AuditTrail as Audit } from '../checks/audit.js';
 
 export interface FhirRouteDeps extends DocumentProxyDeps {
   tenants: readonly Tenant[];
@@ -102,7 +112,7 @@ export function fhirRouter(deps: FhirRouteDeps): Router {
   const audit = deps.security?.audit;
   const CER = 'CoverageEligibilityResponse';
   const REQ = 'CoverageEligibilityRequest';
-  if (deps.subscriptions) subscriptionRoutes(router, deps.subscriptions);
+  if (deps.subscriptions) subscriptionRoutes(router, deps.subscriptions, audit);
   router.post(
     '/CoverageEligibilityRequest/$submit',
     audited(audit, { action: 'E', interaction: 'operation', operation: '$submit', entity: locationEntity }),
@@ -114,12 +124,20 @@ export function fhirRouter(deps: FhirRouteDeps): Router {
   // Batch (issue 17, docs/batch-and-reuse.md): one request against the $submit rate limit.
   router.post(
     '/',
+    audited(audit, { action: 'E', interaction: 'batch', entity: listedEntities }),
+    requireScope(REQ, 'c'),
     submitRateLimit(deps.submitRatePerMinute),
     batchBody,
-    operation((req) => batch(req, deps.submit)),
+    async (req, res) => {
+      const answer = await batch(toFhirRequest(req, res), deps.submit);
+      res.locals.auditEntities = batchEntities(answer);
+      sendAnswer(res, answer);
+    },
   );
+  // A dry run of $submit: the same permission, nothing stored, so nothing audited.
   router.post(
     '/CoverageEligibilityRequest/$validate',
+    requireScope(REQ, 'c'),
     fhirBody,
     operation((req) => validateSubmit(req, deps.submit)),
   );
@@ -194,30 +212,56 @@ export function fhirRouter(deps: FhirRouteDeps): Router {
  * Subscriptions (R4 backport of topic-based subscriptions): every route in this one block, after
  * authentication, so per-route middleware (scopes, audit) can be attached here.
  */
-function subscriptionRoutes(router: Router, deps: SubscriptionDeps): void {
+function subscriptionRoutes(router: Router, deps: SubscriptionDeps, audit: Audit | undefined): void {
+  const SUB = 'Subscription';
   router.post(
     '/Subscription',
+    audited(audit, { action: 'C', interaction: 'create', entity: locationOf(SUB) }),
+    requireScope(SUB, 'c'),
     fhirBody,
     operation((req) => createSubscription(req, deps)),
   );
   router.get(
     '/Subscription',
+    audited(audit, { action: 'E', interaction: 'search-type' }),
+    requireScope(SUB, 's'),
     operation((req) => searchSubscriptions(req, deps)),
   );
   router.get(
     '/Subscription/:id/$status',
+    audited(audit, { action: 'E', interaction: 'operation', operation: '$status', entity: paramEntity(SUB) }),
+    requireScope(SUB, 'r'),
     operation((req) => subscriptionStatus(req, deps)),
   );
   router.get(
     '/Subscription/:id/$events',
+    audited(audit, { action: 'E', interaction: 'operation', operation: '$events', entity: paramEntity(SUB) }),
+    requireScope(SUB, 'r'),
     operation((req) => subscriptionEvents(req, deps)),
   );
   router.get(
     '/Subscription/:id',
+    audited(audit, { action: 'R', interaction: 'read', entity: paramEntity(SUB) }),
+    requireScope(SUB, 'r'),
     operation((req) => readSubscription(req, deps)),
   );
   router.delete(
     '/Subscription/:id',
+    audited(audit, { action: 'D', interaction: 'delete', entity: paramEntity(SUB) }),
+    requireScope(SUB, 'd'),
     operation((req) => deleteSubscription(req, deps)),
   );
+}
+
+/** The checks a batch-response points to (each entry's location), for the audit trail. */
+function batchEntities(answer: FhirAnswer): string[] {
+  const bundle = answer.body?.resourceType === 'Bundle' ? (answer.body as Bundle) : undefined;
+  const found: string[] = [];
+  for (const entry of bundle?.entry ?? []) {
+    const match = /(CoverageEligibilityResponse\/[A-Za-z0-9\-.]{1,64})(?:\/_history\/[^/]+)?$/.exec(
+      entry.response?.location ?? '',
+    );
+    if (match?.[1]) found.push(match[1]);
+  }
+  return found;
 }

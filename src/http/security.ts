@@ -72,21 +72,35 @@ export interface AuditSpec {
   action: AuditAction;
   interaction: string;
   operation?: string;
-  /** The relative reference of the check concerned, read once the answer is written. */
-  entity?: (req: express.Request, res: Response) => string | undefined;
+  /**
+   * The relative reference of what the request concerned, read once the answer is written. A
+   * list (a batch's checks) records one AuditEvent per reference.
+   */
+  entity?: (req: express.Request, res: Response) => string | readonly string[] | undefined;
 }
 
 /**
- * The check in the Location header the service set (`.../CoverageEligibilityResponse/{id}`), as a
- * relative reference: also on an error answer that stored a CER (no determination).
+ * The resource in the Location header the service set (`.../{type}/{id}`), as a relative
+ * reference: also on an error answer that stored a CER (no determination).
  */
-export function locationEntity(_req: express.Request, res: Response): string | undefined {
-  const location = res.getHeader('location');
-  const match =
-    typeof location === 'string'
-      ? /\/(CoverageEligibilityResponse\/[A-Za-z0-9\-.]{1,64})$/.exec(location)
-      : null;
-  return match?.[1];
+export const locationOf =
+  (type: string) =>
+  (_req: express.Request, res: Response): string | undefined => {
+    const location = res.getHeader('location');
+    if (typeof location !== 'string') return undefined;
+    const match = /\/([A-Za-z]+)\/([A-Za-z0-9\-.]{1,64})$/.exec(location);
+    return match && match[1] === type ? `${type}/${match[2]}` : undefined;
+  };
+
+/** The check of a `$submit` answer (its Location). */
+export const locationEntity = locationOf('CoverageEligibilityResponse');
+
+/**
+ * The checks a batch answered for (each entry's `response.location`), set by the batch route in
+ * `res.locals.auditEntities` from its batch-response.
+ */
+export function listedEntities(_req: express.Request, res: Response): readonly string[] | undefined {
+  return res.locals.auditEntities as readonly string[] | undefined;
 }
 
 /**
@@ -111,6 +125,7 @@ export function audited(audit: AuditTrail | undefined, spec: AuditSpec): Request
       if (!principal) return;
       const status = res.statusCode;
       const entity = spec.entity?.(req, res);
+      const entities = entity === undefined ? [undefined] : typeof entity === 'string' ? [entity] : entity;
       const record: AuditRecord = {
         tenantId: principal.tenant.id,
         agentId: principal.id,
@@ -120,12 +135,12 @@ export function audited(audit: AuditTrail | undefined, spec: AuditSpec): Request
         outcome: status < 400 ? '0' : status < 500 ? '4' : '8',
       };
       if (spec.operation) record.operation = spec.operation;
-      if (entity) record.entities = [entity];
       if (status >= 400) {
         const note = res.locals.auditNote as string | undefined;
         record.outcomeDesc = note ?? `HTTP ${status}`;
       }
-      audit.record(record);
+      if (entities.length === 0) audit.record(record);
+      for (const what of entities) audit.record(what ? { ...record, entities: [what] } : record);
     });
     next();
   };
