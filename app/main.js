@@ -11,6 +11,7 @@ const V2_0203 = 'http://terminology.hl7.org/CodeSystem/v2-0203';
 const REQUEST_SYSTEM = 'urn:fhir-eligibility-adapter:front-desk';
 const EMIRATES_ID = /^784-?\d{4}-?\d{7}-?\d$/;
 const POLL_MS = 1000;
+const ALL_PAYERS = '*';
 
 /** A new request identifier (crypto.randomUUID needs a secure context; this does not). */
 function newIdentifier() {
@@ -47,10 +48,11 @@ async function signIn(key) {
   const visitTypes = await call('/app/api/visit-types', { key });
   if (visitTypes.status !== 200) return outcomeText(visitTypes.json, visitTypes.status);
   session.key = key;
-  fillSelect(
-    $('payer'),
-    payers.json.payers.map((p) => ({ value: p.code, label: p.display })),
-  );
+  fillSelect($('payer'), [
+    ...payers.json.payers.map((p) => ({ value: p.code, label: p.display })),
+    // A search across every payer the upstream knows (purpose discovery): one answer per payer found.
+    { value: ALL_PAYERS, label: 'All payers (search)' },
+  ]);
   fillSelect(
     $('visit-type'),
     visitTypes.json.visitTypes.map((v) => ({ value: `${v.system}|${v.code}`, label: v.display })),
@@ -114,34 +116,32 @@ function stopPolling() {
 function requestBody({ patientId, patientName, payerCode, payerName, visitType }) {
   const [system, code] = visitType.split('|');
   const isEmiratesId = EMIRATES_ID.test(patientId);
+  const searchAll = payerCode === ALL_PAYERS;
+  const patient = {
+    resourceType: 'Patient',
+    id: 'patient',
+    identifier: [
+      { type: { coding: [{ system: V2_0203, code: isEmiratesId ? 'NI' : 'MB' }] }, value: patientId },
+    ],
+    ...(patientName ? { name: [{ text: patientName }] } : {}),
+  };
+  const payer = {
+    resourceType: 'Organization',
+    id: 'payer',
+    identifier: [{ type: { coding: [{ system: V2_0203, code: 'NIIP' }] }, value: payerCode }],
+    name: payerName,
+  };
   return {
     resourceType: 'CoverageEligibilityRequest',
     identifier: [{ system: REQUEST_SYSTEM, value: newIdentifier() }],
     status: 'active',
-    purpose: ['benefits', 'validation'],
+    // discovery: a search across all payers, whose insurer is a display-only reference.
+    purpose: searchAll ? ['discovery'] : ['benefits', 'validation'],
     created: new Date().toISOString().slice(0, 10),
     patient: { reference: '#patient' },
-    insurer: { reference: '#payer' },
+    insurer: searchAll ? { display: 'All payers' } : { reference: '#payer' },
     item: [{ category: { coding: [{ system, code }] } }],
-    contained: [
-      {
-        resourceType: 'Patient',
-        id: 'patient',
-        identifier: [
-          {
-            type: { coding: [{ system: V2_0203, code: isEmiratesId ? 'NI' : 'MB' }] },
-            value: patientId,
-          },
-        ],
-        ...(patientName ? { name: [{ text: patientName }] } : {}),
-      },
-      {
-        resourceType: 'Organization',
-        id: 'payer',
-        identifier: [{ type: { coding: [{ system: V2_0203, code: 'NIIP' }] }, value: payerCode }],
-        name: payerName,
-      },
-    ],
+    contained: searchAll ? [patient] : [patient, payer],
   };
 }
 
@@ -271,7 +271,9 @@ async function checkAgain() {
   const patientId = patient?.identifier?.[0]?.value;
   const patientName = patient?.name?.[0]?.text;
   const payer = byId(request.insurer?.reference);
-  const payerCode = payer?.identifier?.[0]?.value ?? request.insurer?.identifier?.value;
+  const payerCode = request.purpose?.includes('discovery')
+    ? ALL_PAYERS
+    : (payer?.identifier?.[0]?.value ?? request.insurer?.identifier?.value);
   const coding = request.item?.[0]?.category?.coding?.[0];
   if (!patientId || !payerCode) return progress('This check cannot be repeated from here: start a new one.');
   await runCheck(

@@ -136,6 +136,14 @@ describe('the front-desk page', () => {
     expect(await page.getByRole('region', { name: 'Eligibility result' }).isHidden()).toBe(true);
   });
 
+  it('searches all payers: one section per payer that found the member', async () => {
+    const { page } = await open();
+    await signIn(page, harness.url, TENANT_A_KEY);
+    const text = await runCheck(page, '784-1990-0000031-1', '*');
+    expect(text).toMatch(/^Eligibility result\s+Eligible at 2 payers\b/);
+    expect(text.match(/Payer: /g)?.length).toBe(2);
+  });
+
   it('shows a not-eligible answer with the payer reason, and filters recent checks by outcome', async () => {
     const { page } = await open();
     await signIn(page, harness.url, TENANT_A_KEY);
