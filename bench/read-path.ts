@@ -18,6 +18,7 @@ import type { LoadResult } from './lib.js';
 import {
   autocannon,
   cpuProfArgs,
+  cpuSeconds,
   machine,
   record,
   spawnService,
@@ -167,18 +168,33 @@ async function compareAudit(): Promise<void> {
     await autocannon(off.url, off.auth, 50, 2);
     const onRuns: LoadResult[] = [];
     const offRuns: LoadResult[] = [];
+    // The service's CPU per request (µs), from /proc: on a machine shared with other work the
+    // throughput of a run swings with the neighbours' load far more than the CPU a request costs.
+    const onCpu: number[] = [];
+    const offCpu: number[] = [];
+    const measured = async (side: typeof on, runs: LoadResult[], cpu: number[]) => {
+      const pid = side.service.child.pid ?? 0;
+      const before = cpuSeconds(pid);
+      const result = await autocannon(side.url, side.auth, 50, seconds);
+      const requests = result.requestsPerSecond * seconds;
+      cpu.push(Math.round(((cpuSeconds(pid) - before) * 1e6) / Math.max(1, requests)));
+      runs.push(result);
+    };
     for (let round = 0; round < rounds; round += 1) {
       if (round % 2 === 0) {
-        onRuns.push(await autocannon(on.url, on.auth, 50, seconds));
-        offRuns.push(await autocannon(off.url, off.auth, 50, seconds));
+        await measured(on, onRuns, onCpu);
+        await measured(off, offRuns, offCpu);
       } else {
-        offRuns.push(await autocannon(off.url, off.auth, 50, seconds));
-        onRuns.push(await autocannon(on.url, on.auth, 50, seconds));
+        await measured(off, offRuns, offCpu);
+        await measured(on, onRuns, onCpu);
       }
     }
     const ratios = onRuns.map((a, i) =>
       Number((a.requestsPerSecond / (offRuns[i]?.requestsPerSecond ?? 1)).toFixed(3)),
     );
+    const median = (values: number[]) =>
+      [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)] ?? 0;
+    const cpuRatios = onCpu.map((c, i) => Number(((offCpu[i] ?? 0) / Math.max(1, c)).toFixed(3)));
     // Every read was recorded: the AuditEvents of the 'on' service, counted by a search.
     const events = await fetch(`${on.service.url}/fhir/AuditEvent?_count=1&action=R`, { headers: on.auth });
     await record('read-path-audit', {
@@ -189,7 +205,12 @@ async function compareAudit(): Promise<void> {
       auditOn: medianRun(onRuns),
       auditOff: medianRun(offRuns),
       ratiosPerRound: ratios,
-      ratio: [...ratios].sort((a, b) => a - b)[Math.floor(ratios.length / 2)] ?? 0,
+      ratio: median(ratios),
+      /** Service CPU per request (µs), per round, and off/on per round: the throughput ratio a CPU-bound service reaches. */
+      cpuUsPerRequestOn: onCpu,
+      cpuUsPerRequestOff: offCpu,
+      cpuRatiosPerRound: cpuRatios,
+      cpuRatio: median(cpuRatios),
       auditSearchStatus: events.status,
       target: 0.9,
     });

@@ -20,6 +20,7 @@ export const SUPPORTED_SCOPES = [
   'system/CoverageEligibilityRequest.cr',
   'system/CoverageEligibilityResponse.rs',
   'system/AuditEvent.rs',
+  'system/Subscription.cruds',
   'system/*.read',
   'system/*.write',
 ];

@@ -63,6 +63,8 @@ beforeAll(async () => {
       a: [
         { clientId: 'engine-rs', jwks: { keys: [rsKey.publicJwk] }, scopes: FULL.split(' ') },
         { clientId: 'engine-es', jwksUrl, scopes: ['system/*.*'] },
+        // Nothing listens there: the key set cannot be fetched.
+        { clientId: 'engine-down', jwksUrl: 'http://127.0.0.1:9/jwks.json', scopes: ['system/*.read'] },
         {
           clientId: 'reader',
           jwks: { keys: [readerKey.publicJwk] },
@@ -209,6 +211,14 @@ describe('POST /auth/token', () => {
       expect(res.status, name).not.toBe(200);
       expectOAuthError(res, 'invalid_client', statuses);
     }
+  });
+
+  it('refuses an assertion whose key set cannot be fetched with invalid_client, not a 500', async () => {
+    const res = await postToken(
+      h.url,
+      tokenForm(await assertion('engine-down', esKey, { aud: tokenUrl }), 'system/*.read'),
+    );
+    expectOAuthError(res, 'invalid_client', [401]);
   });
 
   it('refuses a replayed jti', async () => {
