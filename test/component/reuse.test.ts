@@ -99,6 +99,35 @@ describe('reuse of a recent answer', () => {
     expect(counts.create).toBeGreaterThanOrEqual(before + 6);
   });
 
+  it('the newest answer decides: after a refusal, the older found answer is not reused', async () => {
+    const id = '784-1986-5558888-1';
+    const first = await submit({ emiratesId: id });
+    expect((first.body as CoverageEligibilityResponse).outcome).toBe('complete');
+    const { store } = h.server;
+    await store.putGuard({
+      tenantId: 'clinic-a',
+      payerCode: 'DAMAN',
+      kind: 'credentials',
+      until: null,
+      reason: 'test',
+      openedAt: Date.now(),
+    });
+    try {
+      // While the guard is open, the found answer is still given again (no upstream call).
+      const reused = await submit({ emiratesId: id });
+      expect(reused.headers.location).toBe(first.headers.location);
+      const refused = await submit({ emiratesId: id }, { 'Cache-Control': 'no-cache' });
+      expect(refused.status).toBe(422);
+    } finally {
+      await store.deleteGuard('clinic-a', 'DAMAN');
+    }
+    const before = counts.create;
+    const again = await submit({ emiratesId: id });
+    expect(again.headers.location).not.toBe(first.headers.location);
+    expect(again.headers.age).toBeUndefined();
+    expect(counts.create).toBe(before + 1);
+  });
+
   it('the request identifier takes precedence; a batch entry is reused too', async () => {
     const id = '784-1986-5557777-1';
     const first = await submit({ emiratesId: id, identifier: 'reuse-precedence-1' });
