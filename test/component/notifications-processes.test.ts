@@ -77,6 +77,8 @@ async function submit(url: string, count: number, tag: string): Promise<string[]
       .post('/fhir/CoverageEligibilityRequest/$submit')
       .set(AUTH)
       .set('Content-Type', FHIR_JSON)
+      // One patient throughout: every check is meant as a real one, not a reused answer.
+      .set('Cache-Control', 'no-cache')
       .send(
         eligibilityRequest({ emiratesId: '784-1990-0000001-1', identifier: `${tag}-${Date.now()}-${i}` }),
       );

@@ -287,14 +287,18 @@ describe.each([sqliteBackend(), postgresBackend()])('a $name database of the pre
     const oldVersions = await backend.versions(previous, 'store_migrations');
     const store = await open(previous);
     await store.migrate(); // idempotent
-    expect(await backend.versions(previous, 'schema_migrations')).toEqual([1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12]);
+    expect(await backend.versions(previous, 'schema_migrations')).toEqual([
+      1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12,
+    ]);
     // Left as it was: the previous release still starts on this database.
     expect(await backend.versions(previous, 'store_migrations')).toEqual(oldVersions);
     expect(oldVersions).toEqual(backend.name === 'sqlite' ? [1, 2, 3, 4, 5] : [1, 2, 3, 4]);
 
     const fresh = backend.fresh();
     await open(fresh);
-    expect(await backend.versions(fresh, 'schema_migrations')).toEqual([1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12]);
+    expect(await backend.versions(fresh, 'schema_migrations')).toEqual([
+      1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12,
+    ]);
     const schema = await backend.schema(previous);
     expect(schema).toEqual(await backend.schema(fresh));
     // The covering indexes of the claim (both) and of the version probe (SQLite only) are there.
