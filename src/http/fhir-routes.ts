@@ -19,6 +19,7 @@ import {
   readSubscription,
   readTopic,
   searchSubscriptions,
+  updateSubscription,
   subscriptionEvents,
   subscriptionStatus,
   type SubscriptionDeps,
@@ -153,6 +154,11 @@ function subscriptionRoutes(router: Router, deps: SubscriptionDeps): void {
   router.get(
     '/Subscription/:id',
     operation((req) => readSubscription(req, deps)),
+  );
+  router.put(
+    '/Subscription/:id',
+    fhirBody,
+    operation((req) => updateSubscription(req, deps)),
   );
   router.delete(
     '/Subscription/:id',

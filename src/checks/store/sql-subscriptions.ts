@@ -202,6 +202,34 @@ export class SqlSubscriptionStore implements SubscriptionStore {
     return rows.map(this.toSubscription);
   }
 
+  async replace(
+    tenantId: string,
+    id: string,
+    update: Pick<StoredSubscription, 'resource' | 'filter' | 'endAt'>,
+    now: number,
+  ): Promise<StoredSubscription | null> {
+    const { json } = this.dialect;
+    // The lease is left as it is: a delivery under way finishes (its writes do not touch the
+    // status or the handshake), and the next claim sends the handshake.
+    const [row] = await this.rows(
+      `UPDATE subscriptions SET resource = ${json('$3')}, filter = ${json('$4')}, end_at = $5,
+         status = 'requested', handshake_due = $6, next_attempt_at = $7, heartbeat_at = NULL,
+         failures = 0, failing_since = NULL, last_error = NULL, updated_at = $7
+       WHERE tenant_id = $1 AND id = $2 RETURNING *`,
+      [
+        tenantId,
+        id,
+        JSON.stringify(update.resource),
+        JSON.stringify(update.filter),
+        update.endAt,
+        this.dialect.bool(true),
+        now,
+      ],
+      'write',
+    );
+    return row ? this.toSubscription(row) : null;
+  }
+
   async delete(tenantId: string, id: string): Promise<boolean> {
     return this.driver.run('write', this.deleting(tenantId, id));
   }

@@ -142,6 +142,17 @@ export interface SubscriptionStore {
     statuses: readonly SubscriptionStatus[] | undefined,
     limit: number,
   ): Promise<StoredSubscription[]>;
+  /**
+   * Replaces a subscription's resource, filter and end (PUT) and starts it over with a new
+   * handshake: status `requested`, failures cleared. Its events and their numbers stay; those not
+   * yet delivered go out once the handshake succeeds. Null when the tenant has none of that id.
+   */
+  replace(
+    tenantId: string,
+    id: string,
+    update: Pick<StoredSubscription, 'resource' | 'filter' | 'endAt'>,
+    now: number,
+  ): Promise<StoredSubscription | null>;
   /** Deletes a subscription and its events; false when the tenant has none of that id. */
   delete(tenantId: string, id: string): Promise<boolean>;
   /** Events numbered `from` and up (inclusive), in order, at most `limit`. */
