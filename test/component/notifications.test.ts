@@ -417,6 +417,37 @@ describe('events', () => {
     void byRequest;
   });
 
+  it('honours end: the subscription turns off and gets nothing after it', async () => {
+    const body = { ...subscription({ path: 'ending' }), end: new Date(Date.now() + 1500).toISOString() };
+    const res = await request(h.url)
+      .post('/fhir/Subscription')
+      .set(h.auth)
+      .set('Content-Type', FHIR_JSON)
+      .send(body);
+    expect(res.status).toBe(201);
+    const id = (res.body as Subscription).id!;
+    const off = await until(
+      async () => {
+        const read = await request(h.url).get(`/fhir/Subscription/${id}`).set(h.auth);
+        return (read.body as Subscription).status === 'off' ? (read.body as Subscription) : undefined;
+      },
+      10_000,
+      'off after end',
+    );
+    expectValidFhir(off);
+    await finalCheck({ emiratesId: ELIGIBLE });
+    await new Promise((r) => setTimeout(r, 500));
+    expect(eventsAt('ending')).toEqual([]);
+    const past = { ...subscription({ path: 'ending' }), end: '2020-01-01T00:00:00Z' };
+    const refused = await request(h.url)
+      .post('/fhir/Subscription')
+      .set(h.auth)
+      .set('Content-Type', FHIR_JSON)
+      .send(past);
+    expect(refused.status).toBe(422);
+    expect((refused.body as OperationOutcome).issue[0]?.expression).toEqual(['Subscription.end']);
+  });
+
   it('sends heartbeats at the period when nothing else was sent', async () => {
     await activeSubscription({ path: 'heartbeat', heartbeat: 1 });
     const beats = await until(

@@ -34,10 +34,10 @@ const DELIVERY_COLUMNS: Record<keyof DeliveryPatch, string> = {
   leaseUntil: 'lease_until',
 };
 
-/** Work is due: a handshake, undelivered events, or a heartbeat; $1 is now. */
+/** Work is due: a handshake, undelivered events, a heartbeat, or the end (to turn off); $1 is now. */
 const DUE = `status IN ('requested', 'active') AND next_attempt_at <= $1
   AND (lease_until IS NULL OR lease_until <= $1)
-  AND (handshake_due = $2 OR delivered_through < events_count OR heartbeat_at <= $1)`;
+  AND (handshake_due = $2 OR delivered_through < events_count OR heartbeat_at <= $1 OR end_at <= $1)`;
 
 function* query(sql: string, params: readonly unknown[] = []): Work<Row[]> {
   return (yield { sql, params }).rows;

@@ -158,7 +158,7 @@ export interface SubscriptionStore {
   /** Events numbered `from` and up (inclusive), in order, at most `limit`. */
   events(subscriptionId: string, from: number, limit: number): Promise<SubscriptionEvent[]>;
   /**
-   * Claims subscriptions with work due (a handshake, undelivered events, a heartbeat) whose backoff
+   * Claims subscriptions with work due (a handshake, undelivered events, a heartbeat, the end) whose backoff
    * is over and whose lease is free: `requested` and `active` ones only. PostgreSQL uses FOR UPDATE
    * SKIP LOCKED, so two replicas never hold one subscription (never send one event twice at once).
    */
