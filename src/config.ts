@@ -191,8 +191,13 @@ const subscriptionEndpoint = z
   .string()
   .url('must be an absolute URL')
   .refine((value) => {
-    const url = new URL(value);
-    return /^https?:$/.test(url.protocol) && !url.username && !url.password && !url.search && !url.hash;
+    // Runs even when .url() failed (zod reports every issue): a value that does not parse is refused here too.
+    try {
+      const url = new URL(value);
+      return /^https?:$/.test(url.protocol) && !url.username && !url.password && !url.search && !url.hash;
+    } catch {
+      return false;
+    }
   }, 'subscriptionEndpoints entries must be http(s) URLs without credentials, query or fragment');
 
 /**

@@ -22,6 +22,7 @@ import {
   readSubscription,
   readTopic,
   searchSubscriptions,
+  updateSubscription,
   subscriptionEvents,
   subscriptionStatus,
   type SubscriptionDeps,
@@ -244,6 +245,13 @@ function subscriptionRoutes(router: Router, deps: SubscriptionDeps, audit: Audit
     audited(audit, { action: 'R', interaction: 'read', entity: paramEntity(SUB) }),
     requireScope(SUB, 'r'),
     operation((req) => readSubscription(req, deps)),
+  );
+  router.put(
+    '/Subscription/:id',
+    audited(audit, { action: 'U', interaction: 'update', entity: paramEntity(SUB) }),
+    requireScope(SUB, 'u'),
+    fhirBody,
+    operation((req) => updateSubscription(req, deps)),
   );
   router.delete(
     '/Subscription/:id',

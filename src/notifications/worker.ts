@@ -150,7 +150,8 @@ export class DeliveryWorker {
   }
 
   /** One claimed subscription: its handshake, its due events in order, or a heartbeat. */
-  private async deliver(subscription: StoredSubscription, token: string): Promise<void> {
+  private async deliver(claimed: StoredSubscription, token: string): Promise<void> {
+    let subscription = claimed;
     const { store, now } = this.options;
     const subs = store.subscriptions;
     const channel = channelOf(subscription.resource);
@@ -206,6 +207,8 @@ export class DeliveryWorker {
           return;
         }
         delivered = batch[batch.length - 1]!.number;
+        // Acknowledged: a failure later in this run starts a new run of failures.
+        subscription = { ...subscription, failures: 0, failingSince: null };
         const at = now();
         for (const event of batch) this.options.metrics?.lag(Math.max(0, at - event.occurredAt) / 1000);
         // The run's last write drops the lease with it (events that came meanwhile are claimed anew).

@@ -48,7 +48,17 @@ function subscriptionResources(): CapabilityStatementRestResource[] {
         },
       ],
       supportedProfile: [`${BACKPORT}/StructureDefinition/backport-subscription`],
-      interaction: [{ code: 'create' }, { code: 'read' }, { code: 'delete' }, { code: 'search-type' }],
+      interaction: [
+        { code: 'create' },
+        { code: 'read' },
+        {
+          code: 'update',
+          documentation: 'Replaces it and starts over with a new handshake (reactivates one in error)',
+        },
+        { code: 'delete' },
+        { code: 'search-type' },
+      ],
+      updateCreate: false,
       searchParam: [
         { name: 'status', type: 'token', documentation: 'requested | active | error | off; comma = OR' },
       ],

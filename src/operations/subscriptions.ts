@@ -73,6 +73,30 @@ export async function createSubscription(req: FhirRequest, deps: SubscriptionDep
   return { status: 201, body: shownSubscription(stored), headers: { Location: location } };
 }
 
+/**
+ * PUT: the subscription as given replaces the stored one (the same checks as create) and starts
+ * over with a new handshake (status `requested`): this is how one in `error` is reactivated. Its
+ * events keep their numbers; those not yet delivered follow the handshake. Only an existing
+ * subscription is updated (no create by PUT: 404); a body `id` must match the URL's.
+ */
+export async function updateSubscription(req: FhirRequest, deps: SubscriptionDeps): Promise<FhirAnswer> {
+  const existing = await find(req, deps);
+  const bodyId = (req.body as { id?: unknown } | null)?.id;
+  if (bodyId !== undefined && bodyId !== existing.id)
+    throw badRequest('Subscription.id must be the id in the URL', 'Subscription.id');
+  const now = deps.now();
+  const accepted = acceptSubscription(req.body, req.tenant.subscriptionEndpoints ?? [], now);
+  const stored = await deps.store.subscriptions.replace(
+    req.tenant.id,
+    existing.id,
+    { resource: accepted.resource, filter: accepted.filter, endAt: accepted.endAt },
+    now,
+  );
+  if (!stored) throw notFound(`Subscription/${echo(existing.id)} is not known`);
+  deps.wake();
+  return { status: 200, body: shownSubscription(stored) };
+}
+
 export async function readSubscription(req: FhirRequest, deps: SubscriptionDeps): Promise<FhirAnswer> {
   return { status: 200, body: shownSubscription(await find(req, deps)) };
 }

@@ -189,6 +189,50 @@ describe('Subscription create and handshake', () => {
     );
     expectValidFhir(read);
     expect(read.error).toContain('403');
+    const status = await request(h.url).get(`/fhir/Subscription/${id}/$status`).set(h.auth);
+    expectValidFhir(status.body);
+    expectValidFhir((status.body as Bundle).entry?.[0]?.resource);
+    expect(param((status.body as Bundle).entry?.[0]?.resource as never, 'status')).toBe('error');
+
+    // Its events are still recorded while in error, and readable with $events.
+    const missed = await finalCheck({ emiratesId: ELIGIBLE });
+    const events = await request(h.url).get(`/fhir/Subscription/${id}/$events`).set(h.auth);
+    expectValidFhir(events.body);
+    expect(eventsOf(events.body as Bundle).map((e) => e.focus?.split('/').pop())).toEqual([missed.id]);
+    expect(eventsAt('refused')).toEqual([]);
+
+    // PUT reactivates it: a new handshake, then the event it missed.
+    receiver.answer = () => 200;
+    const wrongId = await request(h.url)
+      .put(`/fhir/Subscription/${id}`)
+      .set(h.auth)
+      .set('Content-Type', FHIR_JSON)
+      .send({ ...subscription({ path: 'refused' }), id: 'another-id' });
+    expect(wrongId.status).toBe(400);
+    expect((wrongId.body as OperationOutcome).issue[0]?.expression).toEqual(['Subscription.id']);
+    const otherTenant = await request(h.url)
+      .put(`/fhir/Subscription/${id}`)
+      .set(h.authB)
+      .set('Content-Type', FHIR_JSON)
+      .send(subscription({ path: 'refused' }));
+    expect(otherTenant.status).toBe(404);
+    const put = await request(h.url)
+      .put(`/fhir/Subscription/${id}`)
+      .set(h.auth)
+      .set('Content-Type', FHIR_JSON)
+      .send({ ...subscription({ path: 'refused' }), id });
+    expect(put.status, JSON.stringify(put.body)).toBe(200);
+    expectValidFhir(put.body);
+    expect((put.body as Subscription).status).toBe('requested');
+    const delivered = await until(
+      () => eventsAt('refused')[0],
+      10_000,
+      'the missed event after reactivation',
+    );
+    expect(eventsOf(delivered.body).map((e) => e.number)).toEqual([1]);
+    expect(at('refused').filter((r) => typeOf(r) === 'handshake').length).toBe(2);
+    const active = await request(h.url).get(`/fhir/Subscription/${id}`).set(h.auth);
+    expect((active.body as Subscription).status).toBe('active');
   });
 
   it('refuses an endpoint off the allow-list with 422 and sends it nothing', async () => {
@@ -371,6 +415,37 @@ describe('events', () => {
     void byOutcome;
     void byPatient;
     void byRequest;
+  });
+
+  it('honours end: the subscription turns off and gets nothing after it', async () => {
+    const body = { ...subscription({ path: 'ending' }), end: new Date(Date.now() + 1500).toISOString() };
+    const res = await request(h.url)
+      .post('/fhir/Subscription')
+      .set(h.auth)
+      .set('Content-Type', FHIR_JSON)
+      .send(body);
+    expect(res.status).toBe(201);
+    const id = (res.body as Subscription).id!;
+    const off = await until(
+      async () => {
+        const read = await request(h.url).get(`/fhir/Subscription/${id}`).set(h.auth);
+        return (read.body as Subscription).status === 'off' ? (read.body as Subscription) : undefined;
+      },
+      10_000,
+      'off after end',
+    );
+    expectValidFhir(off);
+    await finalCheck({ emiratesId: ELIGIBLE });
+    await new Promise((r) => setTimeout(r, 500));
+    expect(eventsAt('ending')).toEqual([]);
+    const past = { ...subscription({ path: 'ending' }), end: '2020-01-01T00:00:00Z' };
+    const refused = await request(h.url)
+      .post('/fhir/Subscription')
+      .set(h.auth)
+      .set('Content-Type', FHIR_JSON)
+      .send(past);
+    expect(refused.status).toBe(422);
+    expect((refused.body as OperationOutcome).issue[0]?.expression).toEqual(['Subscription.end']);
   });
 
   it('sends heartbeats at the period when nothing else was sent', async () => {

@@ -185,6 +185,7 @@ describe('operations', () => {
       else if (method === 'GET' && rest === undefined) expect(codes, route).toContain('search-type');
       else if (method === 'POST' && rest === undefined) expect(codes, route).toContain('create');
       else if (method === 'DELETE' && rest === ':id') expect(codes, route).toContain('delete');
+      else if (method === 'PUT' && rest === ':id') expect(codes, route).toContain('update');
       else if (rest?.replace(/^:id\//, '').startsWith('$'))
         expect(
           (resource?.operation ?? []).map((o) => `$${o.name}`),

@@ -36,6 +36,36 @@ describe('loadConfig', () => {
       expect(() => loadConfig({ CORS_ORIGINS: bad }), bad).toThrow(ConfigError);
   });
 
+  it('SUBSCRIPTION_RETRY_MINUTES and subscriptionEndpoints: defaults, values, refusals', () => {
+    expect(loadConfig({}).subscriptionRetryMinutes).toBe(60);
+    expect(loadConfig({ SUBSCRIPTION_RETRY_MINUTES: '5' }).subscriptionRetryMinutes).toBe(5);
+    for (const bad of ['0', '-1', 'an hour'])
+      expect(() => loadConfig({ SUBSCRIPTION_RETRY_MINUTES: bad }), bad).toThrow(ConfigError);
+    const env = { CLINIC_A_KEY: 'k', UPSTREAM_BASE_URL: 'https://u.example/v2/api-integration-v3' };
+    const without = loadConfig({ ...env, TENANTS_FILE: tenantsFile({ tenants: [tenant] }) });
+    expect(without.tenants[0]?.subscriptionEndpoints).toBeUndefined();
+    const prefixes = ['https://engine.example/hooks/', 'http://10.0.0.5:8443/fhir/'];
+    const withPrefixes = loadConfig({
+      ...env,
+      TENANTS_FILE: tenantsFile({ tenants: [{ ...tenant, subscriptionEndpoints: prefixes }] }),
+    });
+    expect(withPrefixes.tenants[0]?.subscriptionEndpoints).toEqual(prefixes);
+    for (const bad of [
+      'engine.example/hooks',
+      'ftp://engine.example/',
+      'https://user:pw@engine.example/',
+      'https://e.example/?a=1',
+    ])
+      expect(
+        () =>
+          loadConfig({
+            ...env,
+            TENANTS_FILE: tenantsFile({ tenants: [{ ...tenant, subscriptionEndpoints: [bad] }] }),
+          }),
+        bad,
+      ).toThrow(ConfigError);
+  });
+
   it('uses the documented defaults and the sandbox tenant when nothing is set', () => {
     const config = loadConfig({});
     expect(config).toMatchObject({

@@ -34,10 +34,10 @@ const DELIVERY_COLUMNS: Record<keyof DeliveryPatch, string> = {
   leaseUntil: 'lease_until',
 };
 
-/** Work is due: a handshake, undelivered events, or a heartbeat; $1 is now. */
+/** Work is due: a handshake, undelivered events, a heartbeat, or the end (to turn off); $1 is now. */
 const DUE = `status IN ('requested', 'active') AND next_attempt_at <= $1
   AND (lease_until IS NULL OR lease_until <= $1)
-  AND (handshake_due = $2 OR delivered_through < events_count OR heartbeat_at <= $1)`;
+  AND (handshake_due = $2 OR delivered_through < events_count OR heartbeat_at <= $1 OR end_at <= $1)`;
 
 function* query(sql: string, params: readonly unknown[] = []): Work<Row[]> {
   return (yield { sql, params }).rows;
@@ -200,6 +200,34 @@ export class SqlSubscriptionStore implements SubscriptionStore {
       params,
     );
     return rows.map(this.toSubscription);
+  }
+
+  async replace(
+    tenantId: string,
+    id: string,
+    update: Pick<StoredSubscription, 'resource' | 'filter' | 'endAt'>,
+    now: number,
+  ): Promise<StoredSubscription | null> {
+    const { json } = this.dialect;
+    // The lease is left as it is: a delivery under way finishes (its writes do not touch the
+    // status or the handshake), and the next claim sends the handshake.
+    const [row] = await this.rows(
+      `UPDATE subscriptions SET resource = ${json('$3')}, filter = ${json('$4')}, end_at = $5,
+         status = 'requested', handshake_due = $6, next_attempt_at = $7, heartbeat_at = NULL,
+         failures = 0, failing_since = NULL, last_error = NULL, updated_at = $7
+       WHERE tenant_id = $1 AND id = $2 RETURNING *`,
+      [
+        tenantId,
+        id,
+        JSON.stringify(update.resource),
+        JSON.stringify(update.filter),
+        update.endAt,
+        this.dialect.bool(true),
+        now,
+      ],
+      'write',
+    );
+    return row ? this.toSubscription(row) : null;
   }
 
   async delete(tenantId: string, id: string): Promise<boolean> {

@@ -142,12 +142,23 @@ export interface SubscriptionStore {
     statuses: readonly SubscriptionStatus[] | undefined,
     limit: number,
   ): Promise<StoredSubscription[]>;
+  /**
+   * Replaces a subscription's resource, filter and end (PUT) and starts it over with a new
+   * handshake: status `requested`, failures cleared. Its events and their numbers stay; those not
+   * yet delivered go out once the handshake succeeds. Null when the tenant has none of that id.
+   */
+  replace(
+    tenantId: string,
+    id: string,
+    update: Pick<StoredSubscription, 'resource' | 'filter' | 'endAt'>,
+    now: number,
+  ): Promise<StoredSubscription | null>;
   /** Deletes a subscription and its events; false when the tenant has none of that id. */
   delete(tenantId: string, id: string): Promise<boolean>;
   /** Events numbered `from` and up (inclusive), in order, at most `limit`. */
   events(subscriptionId: string, from: number, limit: number): Promise<SubscriptionEvent[]>;
   /**
-   * Claims subscriptions with work due (a handshake, undelivered events, a heartbeat) whose backoff
+   * Claims subscriptions with work due (a handshake, undelivered events, a heartbeat, the end) whose backoff
    * is over and whose lease is free: `requested` and `active` ones only. PostgreSQL uses FOR UPDATE
    * SKIP LOCKED, so two replicas never hold one subscription (never send one event twice at once).
    */
