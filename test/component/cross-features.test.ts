@@ -118,7 +118,7 @@ describe('scopes on the routes of notifications, batches and $validate', () => {
       expect(res.status).toBe(403);
       const outcome = res.body as OperationOutcome;
       expect(outcome.issue[0]?.code).toBe('forbidden');
-      await expectValidFhir(outcome);
+      expectValidFhir(outcome);
     }
     expect(receiver.received).toHaveLength(0);
     const refused = await auditEvents('agent=reader&action=C', 1);
@@ -187,7 +187,7 @@ describe('scopes on the routes of notifications, batches and $validate', () => {
       expect(JSON.stringify(event)).not.toContain('784-1985');
     }
     for (const event of [...subscriptionTrail, ...(await auditEvents('agent=engine', 4))]) {
-      await expectValidFhir(event);
+      expectValidFhir(event);
     }
   });
 });
@@ -211,6 +211,6 @@ describe('the front-desk page', () => {
     );
     expect(event).toBeDefined();
     expect(event?.outcome).toBe('0');
-    await expectValidFhir(event!);
+    expectValidFhir(event);
   });
 });
