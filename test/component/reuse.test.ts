@@ -78,6 +78,23 @@ describe('reuse of a recent answer', () => {
     expect(counts.create).toBe(before.create + 2);
   });
 
+  it('never for another service asked about (the visit category), which is another portal question', async () => {
+    const patient = '784-1986-5559876-1';
+    const consultation = await submit({ emiratesId: patient, category: '3' });
+    expect((consultation.body as CoverageEligibilityResponse).outcome).toBe('complete');
+    const before = { ...counts };
+    // Category 2 (a procedure in the mapping table): another extra_args.title, so a new check.
+    const procedure = await submit({ emiratesId: patient, category: '2' });
+    expect(procedure.status).toBe(200);
+    expect(procedure.headers.location).not.toBe(consultation.headers.location);
+    expect(procedure.headers.age).toBeUndefined();
+    expect(counts.create).toBe(before.create + 1);
+    // The same category again is reused.
+    const again = await submit({ emiratesId: patient, category: '2' });
+    expect(again.headers.location).toBe(procedure.headers.location);
+    expect(counts.create).toBe(before.create + 1);
+  });
+
   it('never across tenants or payers, nor for errors (a failed check) and member-not-found', async () => {
     const id = '784-1986-5554321-1';
     const first = await submit({ emiratesId: id });

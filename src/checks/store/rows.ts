@@ -3,6 +3,7 @@
  * conversion, the claim plan. No SQL here (sql-store.ts has all of it); what a driver returns
  * differently (JSON parsed or not, integers as strings, booleans as 0/1) is read here.
  */
+import { createHash } from 'node:crypto';
 import type { CheckAnswer } from '../../mapping/response/answer.js';
 import type { CoverageEligibilityRequest, CoverageEligibilityResponse } from 'fhir/r4.js';
 import type { UpstreamTaskRequest } from '../../upstream/contract.js';
@@ -78,17 +79,39 @@ export function patientValueOf(patientKey: string | null): string | null {
 
 /**
  * What makes two checks of a tenant ask the same question, for the reuse of a recent answer
- * (docs/batch-and-reuse.md): the payer (as guards compare it), the visit type and the patient
- * identifier. A search-all's payer is ALL, so it only meets other search-alls. Null without a
- * patient identifier (never reused).
+ * (docs/batch-and-reuse.md): the payer (as guards compare it), the patient identifier, and
+ * everything of the task that can change the portal's answer: the identifier's type, the visit
+ * type and the service asked about (`extra_args`: title, value and the maternity, POD and
+ * follow-up flags), the practice and the doctor (a portal warns when the doctor is not listed).
+ * Those are hashed, so the key stays short. A search-all's payer is ALL, so it only meets other
+ * search-alls. Null without a patient identifier (never reused).
  */
 export function reuseKeyOf(
   check: Pick<NewCheck, 'payerCode' | 'patientKey'> & {
-    upstreamRequest: Pick<UpstreamTaskRequest, 'visit_type'>;
+    upstreamRequest: Pick<
+      UpstreamTaskRequest,
+      'id_type' | 'visit_type' | 'practice_id' | 'doctorName' | 'doctorId' | 'extra_args'
+    >;
   },
 ): string | null {
   if (check.patientKey === null) return null;
-  return `${guardPayer(check.payerCode)}|${check.upstreamRequest.visit_type}|${check.patientKey}`;
+  const task = check.upstreamRequest;
+  const extra = task.extra_args;
+  const question = JSON.stringify([
+    task.id_type,
+    task.visit_type,
+    task.practice_id,
+    task.doctorId ?? null,
+    task.doctorName,
+    extra.title,
+    extra.value,
+    extra.is_pod ?? null,
+    extra.is_maternity ?? null,
+    extra.not_related_to_chief_complaint ?? null,
+    extra.free_followup_or_extended_followup ?? null,
+  ]);
+  const digest = createHash('sha256').update(question, 'utf8').digest('base64url').slice(0, 22);
+  return `${guardPayer(check.payerCode)}|${digest}|${check.patientKey}`;
 }
 
 /** The CER with meta.versionId and meta.lastUpdated matching the row (FHIR read and vread rely on them). */
