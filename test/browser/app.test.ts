@@ -80,6 +80,26 @@ describe('the front-desk page', () => {
     expect(response.headers()['content-security-policy']).toContain("script-src 'self'");
   });
 
+  it('sends the key nowhere when the script has not run: Enter in the sign-in form submits no field', async () => {
+    if (launchError) throw launchError;
+    // Scripts off: what a browser does with the forms before main.js has loaded (or when it fails).
+    const context = await browser.newContext({ javaScriptEnabled: false });
+    try {
+      const page = await context.newPage();
+      const sent: string[] = [];
+      page.on('request', (req) => sent.push(`${req.method()} ${req.url()} ${req.postData() ?? ''}`));
+      await page.goto(`${harness.url}/app/`);
+      await page.locator('#api-key').fill(TENANT_A_KEY);
+      await Promise.all([page.waitForEvent('requestfinished'), page.locator('#api-key').press('Enter')]);
+      // The form was submitted natively (a POST of no field), and nothing carried the key.
+      expect(sent.some((line) => line.startsWith('POST '))).toBe(true);
+      expect(page.url()).not.toContain(TENANT_A_KEY);
+      expect(sent.filter((line) => line.includes(TENANT_A_KEY) || line.includes('api-key'))).toEqual([]);
+    } finally {
+      await context.close();
+    }
+  });
+
   it('runs a found-eligible check to its result: narrative, benefits table, documents; then checks again', async () => {
     const { page } = await open();
     await signIn(page, harness.url, TENANT_A_KEY);
