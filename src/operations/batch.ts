@@ -24,7 +24,19 @@ import type { FhirAnswer, FhirRequest } from './types.js';
 export const MAX_BATCH_ENTRIES = 500;
 
 /** The one request an entry may make. */
-const SUBMIT_URL = /^\/?CoverageEligibilityRequest\/\$submit$/;
+const SUBMIT_PATH = 'CoverageEligibilityRequest/$submit';
+
+/**
+ * An entry's request.url names $submit: relative to the FHIR base (`CoverageEligibilityRequest/$submit`,
+ * with or without a leading `/` or `/fhir/`), or absolute under this service's base
+ * (https://hl7.org/fhir/R4/bundle-definitions.html#Bundle.entry.request.url: "relative to the
+ * server base URL" is the usual form; an absolute one is not forbidden).
+ */
+function isSubmitUrl(url: string, baseUrl: string): boolean {
+  return [SUBMIT_PATH, `/${SUBMIT_PATH}`, `/fhir/${SUBMIT_PATH}`, `${baseUrl}/fhir/${SUBMIT_PATH}`].includes(
+    url,
+  );
+}
 
 const REASONS: Record<number, string> = {
   200: 'OK',
@@ -87,7 +99,7 @@ function batchEntries(body: unknown): unknown[] {
 }
 
 /** Whether an entry is a $submit; else what is wrong with it. */
-function entryRequestProblem(entry: unknown, index: number): Refused | null {
+function entryRequestProblem(entry: unknown, index: number, baseUrl: string): Refused | null {
   const at = `Bundle.entry[${index}]`;
   const refuse = (
     status: number,
@@ -109,7 +121,7 @@ function entryRequestProblem(entry: unknown, index: number): Refused | null {
       'Only POST CoverageEligibilityRequest/$submit is processed in a batch',
       `${at}.request.method`,
     );
-  if (typeof request.url !== 'string' || !SUBMIT_URL.test(request.url))
+  if (typeof request.url !== 'string' || !isSubmitUrl(request.url, baseUrl))
     return refuse(
       400,
       'not-supported',
@@ -135,7 +147,7 @@ export async function batch(req: FhirRequest, deps: SubmitDeps): Promise<FhirAns
   // one turn are one commit on SQLite. One entry's failure is its own answer, never the batch's.
   const parsed: Array<CheckInput | Refused> = [];
   for (const [index, entry] of entries.entries()) {
-    const problem = entryRequestProblem(entry, index);
+    const problem = entryRequestProblem(entry, index, deps.baseUrl);
     if (problem) {
       parsed.push(problem);
       continue;
@@ -197,8 +209,13 @@ export async function batch(req: FhirRequest, deps: SubmitDeps): Promise<FhirAns
 
 /** One batch-response entry of an answer (http.html#transaction-response). */
 function responseEntry(answer: FhirAnswer | Refused): BundleEntry<FhirResource> {
+  // A refused entry: its OperationOutcome both as the entry's resource and as response.outcome
+  // (http.html#transaction-response puts it in the latter; clients also read the former).
   if ('outcome' in answer)
-    return { response: { status: statusLine(answer.status), outcome: answer.outcome } };
+    return {
+      resource: answer.outcome,
+      response: { status: statusLine(answer.status), outcome: answer.outcome },
+    };
   const headers = answer.headers ?? {};
   const response = {
     status: statusLine(answer.status),
@@ -208,7 +225,7 @@ function responseEntry(answer: FhirAnswer | Refused): BundleEntry<FhirResource> 
   // A check refused (a guard, an upstream outcome): its OperationOutcome as the entry's outcome,
   // the CER with outcome error readable at the location.
   if (answer.body?.resourceType === 'OperationOutcome')
-    return { response: { ...response, outcome: answer.body } };
+    return { resource: answer.body as FhirResource, response: { ...response, outcome: answer.body } };
   return { ...(answer.body ? { resource: answer.body as FhirResource } : {}), response };
 }
 

@@ -62,6 +62,12 @@ describe('batch', () => {
       if (i === 5) {
         entries.push(submitEntry(eligibilityRequest(), 'GET'));
         expected.push('405');
+      } else if (i === 2 || i === 3) {
+        // request.url also with a leading / or /fhir/ (relative to the server base).
+        const url =
+          i === 2 ? '/fhir/CoverageEligibilityRequest/$submit' : '/CoverageEligibilityRequest/$submit';
+        entries.push(submitEntry(eligibilityRequest({ emiratesId: eligibleId(i) }), 'POST', url));
+        expected.push('200');
       } else if (i === 11) {
         entries.push(submitEntry(eligibilityRequest(), 'POST', 'Patient'));
         expected.push('400');
@@ -107,6 +113,11 @@ describe('batch', () => {
       for (const entry of good) {
         expect(entry.response?.location).toMatch(/\/fhir\/CoverageEligibilityResponse\/[0-9a-f-]+$/);
         expect(entry.resource?.resourceType).toBe('CoverageEligibilityResponse');
+      }
+      // Bad ones: the OperationOutcome as the entry's resource and as response.outcome.
+      for (const entry of bundle.entry!.filter((e) => !e.response?.status.startsWith('200'))) {
+        expect(entry.resource?.resourceType).toBe('OperationOutcome');
+        expect(entry.resource).toEqual(entry.response?.outcome);
       }
       const issueOf = (i: number) => (bundle.entry![i]!.response!.outcome as OperationOutcome).issue[0];
       expect(bundle.entry![29]!.response!.location).toBe(bundle.entry![0]!.response!.location);
