@@ -181,14 +181,18 @@ export function fhirRouter(deps: FhirRouteDeps): Router {
       await streamDocument(toFhirRequest(req, res), res, deps);
     },
   );
+  // The async status of a check or a batch: reading it hands back answers, so it is audited;
+  // stopping the tracking changes what the submitter sees, so it needs the submitter's scope.
   router.get(
     '/_async/:id',
+    audited(audit, { action: 'R', interaction: 'read' }),
     requireScope(CER, 'r'),
     operation((req) => asyncStatusOrBatch(req, deps.submit, deps.pollIntervalMs)),
   );
   router.delete(
     '/_async/:id',
-    requireScope(CER, 'r'),
+    audited(audit, { action: 'D', interaction: 'delete' }),
+    requireScope(REQ, 'c'),
     operation((req) => asyncDelete(req, deps.checks)),
   );
   const auditStore = deps.security?.auditStore;

@@ -103,7 +103,7 @@ export interface AuthenticateOptions {
   /** SMART access tokens, accepted as Bearer beside the API keys. */
   tokens?: AccessTokens;
   /** Counts refused requests (they have no tenant: the operator's log gets a count, docs/auth.md). */
-  refused?: (reason: 'missing' | 'api-key' | 'token') => void;
+  refused?: (reason: 'missing' | 'unknown-key' | 'bad-access-token') => void;
   now?: () => number;
 }
 
@@ -144,7 +144,7 @@ export function authenticate(tenants: readonly Tenant[], options: AuthenticateOp
       options.tokens.verify(credential, now()).then(
         (verified) => {
           if (!verified) {
-            options.refused?.('token');
+            options.refused?.('bad-access-token');
             next(invalidToken());
             return;
           }
@@ -161,7 +161,7 @@ export function authenticate(tenants: readonly Tenant[], options: AuthenticateOp
       );
       return;
     }
-    options.refused?.(match ? 'api-key' : 'missing');
+    options.refused?.(match ? 'unknown-key' : 'missing');
     next(unauthorized(match ? 'The API key is not valid' : 'Send Authorization: Bearer <api key>'));
   };
 }

@@ -30,12 +30,18 @@ const ACTIONS = new Set(['C', 'R', 'U', 'D', 'E']);
 const KNOWN = new Set(['entity', 'date', 'agent', 'action', '_id', '_count', '_format']);
 const ID = /^[A-Za-z0-9\-.]{1,64}$/;
 
+/** The most comma-separated values of one parameter (each one more OR in the query). */
+const MAX_VALUES = 100;
+/** The most times `date` may repeat (each one more AND in the query). */
+const MAX_DATES = 4;
+
 function values(req: FhirRequest, name: string): string[] | undefined {
   const raw = req.query[name];
   if (raw === undefined) return undefined;
   if (Array.isArray(raw)) throw badRequest(`${name}: give it once (comma-separated values are OR)`, name);
   const list = raw.split(',').map((v) => v.trim());
   if (list.some((v) => v === '')) throw badRequest(`${name}: empty value`, name);
+  if (list.length > MAX_VALUES) throw badRequest(`${name}: at most ${MAX_VALUES} values`, name);
   return list;
 }
 
@@ -79,6 +85,9 @@ function parse(req: FhirRequest): { filters: AuditFilters; count: number } {
     filters.ids = ids;
   }
   const date = req.query.date;
+  if (Array.isArray(date) && date.length > MAX_DATES) {
+    throw badRequest(`date: at most ${MAX_DATES} times (a range needs two)`, 'date');
+  }
   if (date !== undefined) {
     filters.date = (Array.isArray(date) ? date : [date]).map((d) => dateRange('date', d));
   }

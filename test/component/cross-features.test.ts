@@ -87,7 +87,7 @@ async function auditEvents(query: string, atLeast = 1): Promise<AuditEvent[]> {
   );
 }
 
-describe('scopes on the routes of notifications, batches and $validate', () => {
+describe('scopes on the routes of notifications, batches, $validate and _async', () => {
   it('refuses a token without the scope (403 OperationOutcome) and records the refusal', async () => {
     const token = await accessToken(
       h.url,
@@ -97,6 +97,8 @@ describe('scopes on the routes of notifications, batches and $validate', () => {
       'system/CoverageEligibilityResponse.rs system/AuditEvent.rs',
     );
     const attempts = [
+      // Stopping the async tracking of a check is the submitter's act, not a reader's.
+      request(h.url).delete('/fhir/_async/any-check').set(bearer(token)),
       request(h.url)
         .post('/fhir/Subscription')
         .set(bearer(token))
