@@ -274,15 +274,27 @@ function* decideAnswers(dialect: Dialect): Work<void> {
  * the version column move on together), so a client's ETag of the old one no longer matches.
  */
 function* addNarratives(dialect: Dialect): Work<void> {
-  const { rows } = yield { sql: 'SELECT id, cer, version FROM checks', params: [] };
-  for (const row of rows) {
-    const cer = dialect.readJson(row.cer) as CoverageEligibilityResponse;
-    if (cer.text) continue;
-    const version = int(row, 'version') + 1;
-    const updated = withNarrative({ ...cer, meta: { ...cer.meta, versionId: String(version) } });
-    yield {
-      sql: `UPDATE checks SET cer = ${dialect.json('$1')}, version = $2 WHERE id = $3`,
-      params: [JSON.stringify(updated), version, text(row, 'id')],
+  // In pages by id, so a large store (100,000 checks of 40-60 KB each) is never held in memory.
+  let after = '';
+  for (;;) {
+    const { rows } = yield {
+      sql: 'SELECT id, cer, version FROM checks WHERE id > $1 ORDER BY id LIMIT $2',
+      params: [after, NARRATIVE_PAGE],
     };
+    for (const row of rows) {
+      const cer = dialect.readJson(row.cer) as CoverageEligibilityResponse;
+      if (cer.text) continue;
+      const version = int(row, 'version') + 1;
+      const updated = withNarrative({ ...cer, meta: { ...cer.meta, versionId: String(version) } });
+      yield {
+        sql: `UPDATE checks SET cer = ${dialect.json('$1')}, version = $2 WHERE id = $3`,
+        params: [JSON.stringify(updated), version, text(row, 'id')],
+      };
+    }
+    if (rows.length < NARRATIVE_PAGE) return;
+    after = text(rows[rows.length - 1]!, 'id');
   }
 }
+
+/** Rows read at a time by the narrative backfill. */
+const NARRATIVE_PAGE = 200;
