@@ -159,12 +159,12 @@ const CURRENCY_AS_GIVEN = 'Currency as given: ';
  * (a Money without a code, the word kept in the description as "Currency as given: ..."), so an
  * amount never stands without the unit the CER has for it.
  */
-function currencyOfItem(item: Item, money: (Benefit | undefined)[]): string {
+function currencyOfItem(parts: string[], money: (Benefit | undefined)[]): string {
   const amounts = money.flatMap((b) => (b?.allowedMoney ? [b.allowedMoney] : []));
   const iso = amounts.find((m) => m.currency)?.currency;
   if (iso) return iso;
   if (amounts.length === 0) return '';
-  const given = descriptionParts(item).find((p) => p.startsWith(CURRENCY_AS_GIVEN));
+  const given = parts.find((p) => p.startsWith(CURRENCY_AS_GIVEN));
   return given ? given.slice(CURRENCY_AS_GIVEN.length) : '';
 }
 
@@ -195,9 +195,9 @@ function otherBenefit(benefit: Benefit, currency: string): string | undefined {
   return `${label}: ${value}${unit ? ` ${unit}` : ''}`;
 }
 
-function coverageStatus(item: Item): string {
+function coverageStatus(item: Item, parts: string[]): string {
   if (item.excluded === true) return 'Not covered';
-  const given = descriptionParts(item).find((p) => p.startsWith(COVERAGE_STATUS));
+  const given = parts.find((p) => p.startsWith(COVERAGE_STATUS));
   if (given) return given.slice(COVERAGE_STATUS.length);
   return item.excluded === false ? 'Covered' : '';
 }
@@ -214,13 +214,11 @@ function categoryOf(item: Item): string {
  * coinsurance, a second copay), then the item's description without the parts shown in other
  * cells (coverage status, currency as given).
  */
-function notesOf(item: Item, shown: (Benefit | undefined)[], currency: string): string {
+function notesOf(item: Item, parts: string[], shown: (Benefit | undefined)[], currency: string): string {
   const others = (item.benefit ?? [])
     .filter((b) => !shown.includes(b))
     .flatMap((b) => otherBenefit(b, currency) ?? []);
-  const description = descriptionParts(item).filter(
-    (p) => !p.startsWith(COVERAGE_STATUS) && !p.startsWith(CURRENCY_AS_GIVEN),
-  );
+  const description = parts.filter((p) => !p.startsWith(COVERAGE_STATUS) && !p.startsWith(CURRENCY_AS_GIVEN));
   return [...others, ...description].join('; ');
 }
 
@@ -231,15 +229,16 @@ function itemTable(items: Item[]): string {
     const percent = benefitOf(item, 'copay-percent');
     const amount = benefitOf(item, 'copay');
     const maximum = benefitOf(item, 'copay-maximum');
-    const currency = currencyOfItem(item, [amount, maximum, ...(item.benefit ?? [])]);
+    const parts = descriptionParts(item);
+    const currency = currencyOfItem(parts, [amount, maximum, ...(item.benefit ?? [])]);
     const cells = [
       categoryOf(item),
-      coverageStatus(item),
+      coverageStatus(item, parts),
       benefitValue(percent, true),
       benefitValue(amount, false),
       benefitValue(maximum, false),
       amount?.allowedMoney || maximum?.allowedMoney ? currency : '',
-      notesOf(item, [percent, amount, maximum], currency),
+      notesOf(item, parts, [percent, amount, maximum], currency),
     ];
     return `<tr>${cells.map((c) => `<td>${escapeXml(c)}</td>`).join('')}</tr>`;
   });
