@@ -60,6 +60,21 @@ function textOf(cer: CoverageEligibilityResponse): string {
     .replace(/\s+/g, ' ');
 }
 
+/** The narrative's tables as rows of cell texts (header row first), entities read back. */
+function tableOf(cer: CoverageEligibilityResponse): string[][] {
+  const div = cer.text?.div ?? '';
+  return [...div.matchAll(/<tr>(.*?)<\/tr>/g)].map((tr) =>
+    [...(tr[1] ?? '').matchAll(/<t[hd]>(.*?)<\/t[hd]>/g)].map((cell) =>
+      (cell[1] ?? '')
+        .replace(/&lt;/g, '<')
+        .replace(/&gt;/g, '>')
+        .replace(/&quot;/g, '"')
+        .replace(/&#39;/g, "'")
+        .replace(/&amp;/g, '&'),
+    ),
+  );
+}
+
 /** What FHIR narrative allows (txt-1, txt-2) as far as this service's narratives go. */
 function expectNarrativeRules(cer: CoverageEligibilityResponse): void {
   expect(cer.text?.status).toBe('generated');
@@ -95,6 +110,60 @@ describe('the narrative of each outcome', () => {
     expect(text).toContain('Checked: 2026-11-22 10:00 UTC');
     const rows = (cer.text?.div.match(/<tr>/g) ?? []).length;
     expect(rows).toBe((cer.insurance?.[0]?.item?.length ?? 0) + 1);
+    // The cells themselves: dropping or moving a column fails here.
+    const [head, ...body] = tableOf(cer);
+    expect(head).toEqual([
+      'Service category',
+      'Coverage',
+      'Copay %',
+      'Copay amount',
+      'Copay maximum',
+      'Currency',
+      'Notes',
+    ]);
+    expect(body[0]).toEqual([
+      'Consultation (In-Network)',
+      'Covered',
+      '20%',
+      '50',
+      '100',
+      'AED',
+      'Specialist consultation requires GP referral; Qualifiers: GP, Specialist; A GP referral is required for specialist visits',
+    ]);
+    // The aggregate cap and coinsurance (benefits without a column of their own).
+    expect(body[1]).toEqual([
+      'Laboratory',
+      'Covered',
+      '12.5%',
+      '',
+      '75.5',
+      'AED',
+      'Coinsurance: 10%; Copay cap: AED 500 per year',
+    ]);
+    expect(body[3]).toEqual(['Dental', 'Not covered', '', '', '', '', 'Dental is excluded from this plan']);
+    // The item's conditions and limits; no currency where no amount is money.
+    expect(body[5]).toEqual([
+      'Radiology (X-Ray, CT, MRI)',
+      'Covered',
+      '30%',
+      '',
+      'Nil',
+      '',
+      'Coinsurance: 5%; Prior approval needed above AED 1000; Conditions: MRI and CT need prior approval; Limits: {"annual_limit":"AED 5000"}',
+    ]);
+    // Deductibles, with their currency.
+    expect(body.find((r) => r[0] === 'PHYSIOTHERAPY (GN)')).toEqual([
+      'PHYSIOTHERAPY (GN)',
+      '',
+      '20%',
+      '',
+      '150',
+      'AED',
+      'Deductible: 10%; Deductible maximum: 500 AED',
+    ]);
+    expect(body.find((r) => r[0] === 'MEDICINES (GN)')?.[6]).toBe(
+      'Deductible: 0 AED; Deductible (legacy form): Nil',
+    );
     for (const ext of cer.extension ?? []) {
       const message = ext.extension?.find((e) => e.url === 'message')?.valueString;
       if (message) expect(text).toContain(`from the payer portal: "${message}"`);
@@ -224,6 +293,44 @@ describe('upstream text in the narrative', () => {
     expect(text).toContain(hostile);
     expect(text).toContain(`Plan: Plan 'A' & <B>`);
     expect(text).toContain(`"Card <expired> & "blocked""`);
+  });
+
+  it('escapes the benefit notes and the currency as the portal gave it', () => {
+    const envelope = fixture('found-eligible-rich');
+    const analysis = envelope.eligibility_result?.data_dump?.data?.copay_analysis;
+    const consultation = analysis?.copay_details?.[0];
+    const laboratory = analysis?.copay_details?.[1];
+    const radiology = analysis?.new_version_of_copay_analysis?.benefits?.[0];
+    if (!consultation || !laboratory || !radiology) throw new Error('fixture changed');
+    consultation.remarks = `Referral <GP> & "specialist" 'only'`;
+    // Not an ISO 4217 code: the Money has no currency, the word stays in the description.
+    consultation.copay_currency = `Dirham <"d"> & co`;
+    delete consultation.cost_sharing;
+    laboratory.copay_aggregate_cap = `AED 500 <per "year"> & 'more'`;
+    radiology.conditions = `Waiting <6> months & "approval"`;
+    radiology.limits = `AED 5,000 <per year> & 'cap'`;
+    const cer = mapEnvelope(envelope, ctx());
+    expectNarrativeRules(cer);
+    const div = cer.text?.div ?? '';
+    expect(div).toContain('Referral &lt;GP&gt; &amp; &quot;specialist&quot; &#39;only&#39;');
+    expect(div).not.toMatch(/<(GP|per|6)[ >]/);
+    const [, ...body] = tableOf(cer);
+    const item = cer.insurance?.[0]?.item?.[0];
+    expect(item?.benefit?.find((b) => b.allowedMoney)?.allowedMoney?.currency).toBeUndefined();
+    expect(body[0]).toEqual([
+      'Consultation (In-Network)',
+      'Covered',
+      '20%',
+      '50',
+      '100',
+      `Dirham <"d"> & co`,
+      `Referral <GP> & "specialist" 'only'; Qualifiers: GP, Specialist; A GP referral is required for specialist visits`,
+    ]);
+    expect(body[1]?.[6]).toBe(`Coinsurance: 10%; Copay cap: AED 500 <per "year"> & 'more'`);
+    const radiologyRow = body.find((r) => r[0] === 'Radiology (X-Ray, CT, MRI)');
+    expect(radiologyRow?.[6]).toBe(
+      `Prior approval needed above AED 1000; Conditions: Waiting <6> months & "approval"; Limits: AED 5,000 <per year> & 'cap'`,
+    );
   });
 
   it('escapeXml leaves other text alone (Arabic included)', () => {

@@ -4,9 +4,10 @@
  *
  * Built from the finished structured CER itself, so the narrative can never say something the
  * structured data does not (one source of truth): the outcome in plain words first, then per
- * insurance the payer, plan, network and policy period, a table with one row per service category,
- * the GP-referral rule, every portal warning verbatim, the multi-card statement, the documents,
- * and when the check was made.
+ * insurance the payer, plan, network and policy period, a table with one row per service category
+ * (coverage, copay %, amount, maximum, currency, and a Notes cell with the item's other benefits
+ * and its description), the GP-referral rule, every portal warning verbatim, the multi-card
+ * statement, the documents, and when the check was made.
  *
  * FHIR R4 Narrative (https://hl7.org/fhir/R4/narrative.html): status `generated` (the text is
  * entirely generated from the structured data); `div` is XHTML in the xhtml namespace. txt-1: only
@@ -142,6 +143,31 @@ function benefitOf(item: Item, code: string): Benefit | undefined {
   );
 }
 
+/** The parts of an item's description (items.ts joins them with "; "). */
+function descriptionParts(item: Item): string[] {
+  return (item.description ?? '')
+    .split('; ')
+    .map((p) => p.trim())
+    .filter((p) => p.length > 0);
+}
+
+const COVERAGE_STATUS = 'Coverage status: ';
+const CURRENCY_AS_GIVEN = 'Currency as given: ';
+
+/**
+ * The currency of the item's amounts: the ISO code of its Money, else the portal's own word
+ * (a Money without a code, the word kept in the description as "Currency as given: ..."), so an
+ * amount never stands without the unit the CER has for it.
+ */
+function currencyOfItem(parts: string[], money: (Benefit | undefined)[]): string {
+  const amounts = money.flatMap((b) => (b?.allowedMoney ? [b.allowedMoney] : []));
+  const iso = amounts.find((m) => m.currency)?.currency;
+  if (iso) return iso;
+  if (amounts.length === 0) return '';
+  const given = parts.find((p) => p.startsWith(CURRENCY_AS_GIVEN));
+  return given ? given.slice(CURRENCY_AS_GIVEN.length) : '';
+}
+
 function benefitValue(benefit: Benefit | undefined, percent: boolean): string {
   if (!benefit) return '';
   if (benefit.allowedUnsignedInt !== undefined) return `${benefit.allowedUnsignedInt}${percent ? '%' : ''}`;
@@ -149,10 +175,30 @@ function benefitValue(benefit: Benefit | undefined, percent: boolean): string {
   return benefit.allowedString ?? '';
 }
 
-function coverageStatus(item: Item): string {
+/** Short names of the benefit types the table has no column for; others by their display or code. */
+const OTHER_BENEFITS: Readonly<Record<string, { label: string; percent: boolean }>> = {
+  'copay-aggregate-cap': { label: 'Copay cap', percent: false },
+  deductible: { label: 'Deductible', percent: false },
+  'deductible-maximum': { label: 'Deductible maximum', percent: false },
+  'deductible-legacy': { label: 'Deductible (legacy form)', percent: false },
+  'coinsurance-percent': { label: 'Coinsurance', percent: true },
+};
+
+/** A benefit the table has no column for: its type and value, money with its currency. */
+function otherBenefit(benefit: Benefit, currency: string): string | undefined {
+  const coding = benefit.type.coding?.[0];
+  const known = coding?.code ? OTHER_BENEFITS[coding.code] : undefined;
+  const label = known?.label ?? benefit.type.text ?? coding?.display ?? coding?.code ?? 'Benefit';
+  const value = benefitValue(benefit, known?.percent ?? false);
+  if (!value) return undefined;
+  const unit = benefit.allowedMoney ? (benefit.allowedMoney.currency ?? currency) : '';
+  return `${label}: ${value}${unit ? ` ${unit}` : ''}`;
+}
+
+function coverageStatus(item: Item, parts: string[]): string {
   if (item.excluded === true) return 'Not covered';
-  const given = /Coverage status: ([^;]+)/.exec(item.description ?? '')?.[1];
-  if (given) return given;
+  const given = parts.find((p) => p.startsWith(COVERAGE_STATUS));
+  if (given) return given.slice(COVERAGE_STATUS.length);
   return item.excluded === false ? 'Covered' : '';
 }
 
@@ -163,24 +209,48 @@ function categoryOf(item: Item): string {
   return network ? `${name} (${network})` : name;
 }
 
-/** One row per service category: coverage status, copay %, amount, maximum, currency. */
+/**
+ * The Notes cell: every benefit without a column of its own (aggregate cap, deductibles,
+ * coinsurance, a second copay), then the item's description without the parts shown in other
+ * cells (coverage status, currency as given).
+ */
+function notesOf(item: Item, parts: string[], shown: (Benefit | undefined)[], currency: string): string {
+  const others = (item.benefit ?? [])
+    .filter((b) => !shown.includes(b))
+    .flatMap((b) => otherBenefit(b, currency) ?? []);
+  const description = parts.filter((p) => !p.startsWith(COVERAGE_STATUS) && !p.startsWith(CURRENCY_AS_GIVEN));
+  return [...others, ...description].join('; ');
+}
+
+/** One row per service category: coverage status, copay %, amount, maximum, currency, notes. */
 function itemTable(items: Item[]): string {
   if (items.length === 0) return '';
   const rows = items.map((item) => {
+    const percent = benefitOf(item, 'copay-percent');
     const amount = benefitOf(item, 'copay');
     const maximum = benefitOf(item, 'copay-maximum');
-    const currency = amount?.allowedMoney?.currency ?? maximum?.allowedMoney?.currency ?? '';
+    const parts = descriptionParts(item);
+    const currency = currencyOfItem(parts, [amount, maximum, ...(item.benefit ?? [])]);
     const cells = [
       categoryOf(item),
-      coverageStatus(item),
-      benefitValue(benefitOf(item, 'copay-percent'), true),
+      coverageStatus(item, parts),
+      benefitValue(percent, true),
       benefitValue(amount, false),
       benefitValue(maximum, false),
-      currency,
+      amount?.allowedMoney || maximum?.allowedMoney ? currency : '',
+      notesOf(item, parts, [percent, amount, maximum], currency),
     ];
     return `<tr>${cells.map((c) => `<td>${escapeXml(c)}</td>`).join('')}</tr>`;
   });
-  const head = ['Service category', 'Coverage', 'Copay %', 'Copay amount', 'Copay maximum', 'Currency']
+  const head = [
+    'Service category',
+    'Coverage',
+    'Copay %',
+    'Copay amount',
+    'Copay maximum',
+    'Currency',
+    'Notes',
+  ]
     .map((h) => `<th>${h}</th>`)
     .join('');
   return `<table><thead><tr>${head}</tr></thead><tbody>${rows.join('')}</tbody></table>`;
