@@ -140,7 +140,7 @@ export async function startServer(
     now,
     fhirBase: `${baseUrl}/fhir`,
     retryMs: (config.subscriptionRetryMinutes ?? 60) * 60_000,
-    idleMs: 500,
+    idleMs: 100,
     concurrency: 32,
     metrics: metrics.deliveries,
   });
