@@ -19,6 +19,7 @@ import type { CerContext } from '../mapping/types.js';
 import {
   adapterErrorCer,
   mapEnvelope,
+  outcomeKey,
   outcomeRuleFor,
   queuedCer,
   searchAllCutOffCer,
@@ -511,26 +512,61 @@ async function nextPoll(
       error,
     });
   }
+  // A new check's timeout starts with its first task (startCheck writes the same deadline).
+  const deadlineAt =
+    step === 'created' && check.tasksCreated === 0 ? now + timeoutOf(check, deps) : check.deadlineAt;
   const nextRunAt = nextPollAt(
-    { now, taskStartedAt, polls: counts.taskPolls, phase: envelope?.status ?? null, phaseSince, history },
+    {
+      now,
+      taskStartedAt,
+      polls: counts.taskPolls,
+      phase: envelope?.status ?? null,
+      phaseSince,
+      history,
+      deadlineAt,
+    },
     settings,
   );
   return { ...counts, nextRunAt };
 }
 
+/**
+ * The task outcomes whose durations say how long the payer's portal takes: a portal session that
+ * ran to an answer. A refused login, a backoff, a failure or a missing configuration ends early
+ * (or late) for reasons of its own and would teach the schedule a wrong length.
+ */
+const LEARNED_OUTCOMES: ReadonlySet<string> = new Set([
+  'found_eligible',
+  'found_eligible_multi_card',
+  'found_not_eligible',
+  'found_not_eligible_multi_card',
+  'found_no_determination',
+  'member_not_found',
+]);
+/** The shortest task duration learned (ms); shorter ones are clock noise. */
+const MIN_LEARNED_MS = 100;
+
 /** An ended task's durations join its payer's history (adaptive polling; single-payer tasks). */
 async function learnDurations(check: Check, deps: LifecycleDeps, envelope: Envelope): Promise<void> {
-  if (!adaptive(deps) || !deps.polling || check.isSearchAll || envelope.status === 'CANCELLED') return;
+  if (!adaptive(deps) || !deps.polling || check.isSearchAll) return;
+  if (!LEARNED_OUTCOMES.has(outcomeKey(envelope, false))) return;
   const last = parsedEnvelope(check) ?? null;
   try {
     const now = deps.now();
     const extract = trusted((await deps.polling.durations.get(check.payerCode, now))?.extract);
     const typicalExtractMs = extract ? quantile(extract, 0.5) : null;
-    await deps.polling.durations.record(
-      check.payerCode,
-      taskDurations(last, envelope, typicalExtractMs),
-      now,
-    );
+    // A task that ran past the check's timeout, or whose timestamps are absurd, is an outlier:
+    // one such sample would widen the payer's fit for a long time.
+    const longest = 2 * timeoutOf(check, deps);
+    const plausible = (ms: number | null) =>
+      ms !== null && ms >= MIN_LEARNED_MS && ms <= longest ? ms : null;
+    const durations = taskDurations(last, envelope, typicalExtractMs);
+    const learned = {
+      preExtractMs: plausible(durations.preExtractMs),
+      extractMs: plausible(durations.extractMs),
+    };
+    if (learned.preExtractMs === null && learned.extractMs === null) return;
+    await deps.polling.durations.record(check.payerCode, learned, now);
   } catch (error) {
     deps.logger.warn('payer durations not recorded', { checkId: check.id, error });
   }

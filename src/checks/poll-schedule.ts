@@ -70,6 +70,8 @@ export interface PollSituation {
   phaseSince: number | null;
   /** The payer's history; null when none. */
   history: PayerDurations | null;
+  /** When the check reaches its timeout (epoch ms); the next poll is never after it. */
+  deadlineAt?: number | null;
 }
 
 /** Tasks of a payer seen before its history is trusted; until then adaptive polls at the fixed cadence. */
@@ -84,6 +86,12 @@ const EXTRACT_CATCH_SHARE = 0.4;
 const FIRST_POLL_SHARE = 0.1;
 /** A fit never narrower than this (log scale): a payer's spread is never taken as nil. */
 const MIN_SIGMA = 0.08;
+/**
+ * The longest wait between two polls of a task, in POLL_INTERVAL_MS: a task that ends far sooner
+ * than its payer's history says (a refused login, a missing credential) is still seen soon, and a
+ * history spoilt by slow days never leaves a task unpolled for long.
+ */
+export const MAX_GAP_INTERVALS = 3;
 
 /** The time of the next poll of a task still in flight (epoch ms). */
 export function nextPollAt(situation: PollSituation, settings: PollSettings): number {
@@ -93,7 +101,11 @@ export function nextPollAt(situation: PollSituation, settings: PollSettings): nu
     now + Math.max(1, settings.minGapMs),
     budgetAt(taskStartedAt, polls, settings.intervalMs),
   );
-  return Math.max(earliest, Math.round(wantedAt(situation, settings)));
+  // Never later than MAX_GAP_INTERVALS from now, nor than the check's timeout (a poll past the
+  // deadline is what turns the answer into "still checking"); the two bounds above still win.
+  const latest = Math.min(now + MAX_GAP_INTERVALS * settings.intervalMs, situation.deadlineAt ?? Infinity);
+  const wanted = wantedAt(situation, settings);
+  return Math.max(earliest, Math.round(Math.min(Number.isFinite(wanted) ? wanted : latest, latest)));
 }
 
 /** The earliest time the budget allows the next poll of a task that has had `polls` polls. */
@@ -123,7 +135,9 @@ function wantedAt(situation: PollSituation, settings: PollSettings): number {
 }
 
 export function trusted(stats: DurationStats | null | undefined): DurationStats | null {
-  return stats && stats.n >= MIN_SAMPLES && Number.isFinite(stats.meanLog) ? stats : null;
+  return stats && stats.n >= MIN_SAMPLES && Number.isFinite(stats.meanLog) && Number.isFinite(stats.varLog)
+    ? stats
+    : null;
 }
 
 function sigma(stats: DurationStats): number {

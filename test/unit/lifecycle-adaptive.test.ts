@@ -9,7 +9,7 @@ import type { Tenant } from '../../src/config.js';
 import type { LifecycleDeps } from '../../src/checks/lifecycle.js';
 import { advanceCheck } from '../../src/checks/lifecycle.js';
 import { PayerDurationBook } from '../../src/checks/payer-durations.js';
-import { conditionalQuantile, quantile } from '../../src/checks/poll-schedule.js';
+import { MAX_GAP_INTERVALS, conditionalQuantile, quantile } from '../../src/checks/poll-schedule.js';
 import { newCheckOf } from '../../src/checks/service.js';
 import { openStore } from '../../src/checks/store/open.js';
 import type { Check, CheckStore } from '../../src/checks/store/check-store.js';
@@ -125,8 +125,11 @@ describe('adaptive polling in the lifecycle', () => {
     await newCheck();
     const created = await nextStep(d);
     expect(created).toMatchObject({ state: 'polling', taskStartedAt: T0, taskPolls: 0 });
-    // Sparse early: the first poll where a tenth of this payer's tasks have moved on.
-    expect(created.nextRunAt - T0).toBeCloseTo(quantile(history.preExtract!, 0.1), -1);
+    // Sparse early: the first poll where a tenth of this payer's tasks have moved on, at most
+    // MAX_GAP_INTERVALS intervals away.
+    expect(created.nextRunAt - T0).toBe(
+      Math.min(Math.round(quantile(history.preExtract!, 0.1)), MAX_GAP_INTERVALS * POLL),
+    );
 
     // A failed poll counts, and backs off as before (never under the interval or the minimum gap).
     polls = [{ ok: false, error: { kind: 'http', status: 502 } }];
@@ -174,6 +177,25 @@ describe('adaptive polling in the lifecycle', () => {
       history.extract!.meanLog + w * (Math.log(5000) - history.extract!.meanLog),
       9,
     );
+  });
+
+  it('learns only from a portal session that ran to an answer: a refused login teaches nothing', async () => {
+    for (let i = 0; i < 5; i += 1)
+      await store.recordPayerDurations('DAMAN', { preExtractMs: 20_000, extractMs: 4000 }, T0);
+    const d = deps('adaptive');
+    await newCheck();
+    await nextStep(d);
+    polls = [
+      {
+        ok: true,
+        value: envelope('PROCESS_COMPLETE', 2, {
+          eligibility_result: { status: 'invalid_credentials', data_dump: { status: 'invalid_credentials' } },
+        }),
+      },
+    ];
+    expect((await nextStep(d)).state).toBe('done');
+    const history = (await store.getPayerDurations('DAMAN'))!;
+    expect(history.preExtract!.n).toBe(5);
   });
 
   it('fixed: every interval, no poll count or task start written, nothing learnt', async () => {
