@@ -65,6 +65,10 @@ function agentValue(value: string): string {
 
 function parse(req: FhirRequest): { filters: AuditFilters; count: number } {
   for (const name of Object.keys(req.query)) {
+    // A modifier on a known parameter is refused, never ignored: ignoring `entity:missing` would
+    // answer wider than asked (https://hl7.org/fhir/R4/search.html#errors).
+    const base = name.split(':')[0] ?? name;
+    if (name !== base && KNOWN.has(base)) throw badRequest(`${name}: modifiers are not supported`, name);
     if (!KNOWN.has(name) && req.prefer?.includes('handling=strict')) {
       throw badRequest(`Unknown search parameter ${name}`, name);
     }
@@ -118,10 +122,21 @@ export async function searchAuditEvents(
   const bundle: Bundle = {
     resourceType: 'Bundle',
     type: 'searchset',
-    link: [{ relation: 'self', url: `${baseUrl}/fhir/AuditEvent` }],
+    link: [{ relation: 'self', url: `${baseUrl}/fhir/AuditEvent${appliedQuery(req)}` }],
     entry,
   };
   return { status: 200, body: bundle };
+}
+
+/** The parameters this search applied, for its self link (unknown ones were ignored: left out). */
+function appliedQuery(req: FhirRequest): string {
+  const applied = new URLSearchParams();
+  for (const [name, value] of Object.entries(req.query)) {
+    if (!KNOWN.has(name) || name === '_format' || value === undefined) continue;
+    for (const one of Array.isArray(value) ? value : [value]) applied.append(name, String(one));
+  }
+  const text = applied.toString();
+  return text ? `?${text}` : '';
 }
 
 /** GET /fhir/AuditEvent/{id}: the tenant's event, else 404. */

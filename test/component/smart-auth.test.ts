@@ -316,6 +316,12 @@ describe('the access token as a Bearer', () => {
       const events = ((res.body as Bundle).entry ?? []).map((e) => e.resource as AuditEvent);
       return events.filter((e) => e.outcome === '4').length >= 4 ? events : undefined;
     });
+    // The self link says what was applied; an unknown parameter is ignored and left out of it.
+    const listed = await request(h.url)
+      .get('/fhir/AuditEvent?agent=reader&color=blue')
+      .set('Authorization', `Bearer ${full}`);
+    const self = (listed.body as Bundle).link?.find((l) => l.relation === 'self')?.url ?? '';
+    expect(self).toMatch(/\/fhir\/AuditEvent\?agent=reader$/);
     const submitRefusal = search.find((e) => e.subtype?.some((s) => s.code === '$submit'));
     expect(submitRefusal).toMatchObject({ outcome: '4', action: 'E' });
     expect(submitRefusal?.outcomeDesc).toContain('system/CoverageEligibilityRequest.c');
@@ -426,6 +432,8 @@ describe('AuditEvent', () => {
       'entity=%3Cscript%3E',
       '_count=many',
       'agent=a&agent=b',
+      // A modifier is refused, never ignored (that would answer wider than asked).
+      'entity:missing=true',
       // Each repeat of date is one more condition, each comma one more alternative: bounded.
       Array.from({ length: 5 }, () => 'date=ge2020').join('&'),
       `agent=${Array.from({ length: 101 }, (_, i) => `a${i}`).join(',')}`,
