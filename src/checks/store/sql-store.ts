@@ -43,6 +43,7 @@ import {
 import type { CheckColumn, Row } from './rows.js';
 import type { Dialect, Result, SqlDriver, Work } from './driver.js';
 import { migration } from './schema.js';
+import { TERMINAL_STATUSES } from '../../upstream/contract.js';
 import { recordEvents, SqlSubscriptionStore } from './sql-subscriptions.js';
 import { ELIGIBILITY_FINAL_TOPIC } from './subscription-store.js';
 import { insertingAudit, purgingAudit, rememberingJti, searchingAudit } from './audit-store.js';
@@ -71,7 +72,7 @@ const DUE = 'next_run_at <= $1 AND (lease_until IS NULL OR lease_until <= $1)';
  * whichever comes first (docs/lifecycle.md); after a terminal task it is still polled for the
  * payers that answer late, without a slot (the portal sessions of the task are over).
  */
-const HOLDS_SLOT = `NOT (is_search_all = TRUE AND COALESCE(upstream_status, '') IN ('PROCESS_COMPLETE', 'CANCELLED', 'FAILED'))`;
+const HOLDS_SLOT = `NOT (is_search_all = TRUE AND COALESCE(upstream_status, '') IN (${TERMINAL_STATUSES.map((s) => `'${s}'`).join(', ')}))`;
 const CLAIMED = 'id, next_run_at, created_at';
 /** Tasks over which a payer's durations are averaged (then weighted 1/DURATION_WINDOW each). */
 const DURATION_WINDOW = 50;
