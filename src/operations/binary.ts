@@ -42,10 +42,10 @@ export class FreshResults {
     const hit = this.results.get(key);
     if (hit && now - hit.at < this.freshMs) return hit.result;
     for (const [k, v] of this.results) if (now - v.at >= this.freshMs) this.results.delete(k);
-    const result = this.upstream.getResult(tenant.upstream, taskId).then((r) => {
-      if (!r.ok) this.results.delete(key);
-      return r;
-    });
+    // A failed read is kept as long as a good one: while the upstream fails, opening documents
+    // must not turn into a burst of requests about one task (every such request counts as a
+    // poll of it, docs/polling.md).
+    const result = this.upstream.getResult(tenant.upstream, taskId);
     this.results.set(key, { at: now, result });
     return result;
   }
