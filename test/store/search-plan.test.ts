@@ -14,6 +14,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import type { CheckStore, NewCheck, SearchFilters } from '../../src/checks/store/check-store.js';
 import type { Result, SqlDriver, Statement, Work } from '../../src/checks/store/driver.js';
 import { openStore } from '../../src/checks/store/open.js';
+import { reuseKeyOf } from '../../src/checks/store/rows.js';
 import { testDatabaseUrl } from '../support/postgres.js';
 import { upstreamTaskRequest } from '../support/requests.js';
 
@@ -179,7 +180,7 @@ describe.each(['sqlite', 'postgres'] as const)('search plans on %s', (kind) => {
       const seen: Statement[] = [];
       const run = driver.run.bind(driver);
       driver.run = (mode, work) => run(mode, recording(work, seen));
-      const reusable = await store.findReusable('tenant-4', 'DAMAN|OUTPATIENT|urn:eid|784-1234', T0);
+      const reusable = await store.findReusable('tenant-4', reuseKeyOf(newCheck(1234))!, T0);
       driver.run = run;
       expect(reusable?.patientKey).toBe('urn:eid|784-1234');
       for (const statement of seen) {
