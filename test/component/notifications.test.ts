@@ -557,3 +557,52 @@ describe('tenancy, search, delete, conformance', () => {
     expect(text).toContain('notification delivered');
   });
 });
+
+describe('a check refused at insert by an open payer guard', () => {
+  it('is an event like any other final check', async () => {
+    // Its own service: the credentials guard it opens stays open for the tenant.
+    const g = await startHarness({ subscriptionEndpoints: [`${receiver.url}/hooks/`] });
+    try {
+      const res = await request(g.url)
+        .post('/fhir/Subscription')
+        .set(g.auth)
+        .set('Content-Type', FHIR_JSON)
+        .send(subscription({ path: 'guarded' }));
+      expect(res.status, JSON.stringify(res.body)).toBe(201);
+      const submit = async (emiratesId: string) => {
+        const sent = await request(g.url)
+          .post('/fhir/CoverageEligibilityRequest/$submit')
+          .set(g.auth)
+          .set({ Prefer: 'wait=10' })
+          .set('Content-Type', FHIR_JSON)
+          .send(eligibilityRequest({ emiratesId, payer: 'DAMAN' }));
+        const location = String(sent.headers['content-location'] ?? sent.headers.location ?? '');
+        const id = /CoverageEligibilityResponse\/([^/]+)/.exec(location)?.[1];
+        const read = await request(g.url).get(`/fhir/CoverageEligibilityResponse/${id}`).set(g.auth);
+        const cer = read.body as CoverageEligibilityResponse;
+        expect(cer.outcome, JSON.stringify(sent.body)).not.toBe('queued');
+        return cer;
+      };
+      const first = await submit(ELIGIBLE);
+      // Opens the tenant's credentials guard for DAMAN.
+      const second = await submit('784-1990-0000004-4');
+      // Refused at insert, already final.
+      const third = await submit('784-1990-0000002-2');
+      expect(JSON.stringify(third)).toContain('credentials-guard');
+      const events = await until(
+        () => {
+          const all = at('guarded')
+            .filter((r) => typeOf(r) === 'event-notification')
+            .flatMap((r) => eventsOf(r.body));
+          return all.length >= 3 ? all : undefined;
+        },
+        10_000,
+        'three events',
+      );
+      expect(events.map((e) => e.number)).toEqual([1, 2, 3]);
+      expect(events.map((e) => e.focus?.split('/').pop())).toEqual([first.id, second.id, third.id]);
+    } finally {
+      await g.stop();
+    }
+  });
+});

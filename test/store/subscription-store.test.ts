@@ -236,6 +236,27 @@ describe.each([sqliteBackend(), postgresBackend()])('SubscriptionStore on $name'
     expect((await store.subscriptions.get('a', sub.id))?.eventsCount).toBe(0);
   });
 
+  it('writes the events of a check inserted already final (a payer guard refusal), once', async () => {
+    const { store } = await stores();
+    const sub = await subscribe(store, 'a');
+    const refused = newCheck('a');
+    const cer = { ...refused.cer, outcome: 'error' as const };
+    const answered = {
+      ...refused,
+      state: 'done' as const,
+      cer,
+      outcome: 'error' as const,
+      answer: { status: 503 },
+    };
+    const { check } = await store.insert({ ...answered, idempotencyKey: 'urn:x|1' });
+    // A repeated identifier stores nothing and writes no event.
+    await store.insert({ ...answered, id: randomUUID(), idempotencyKey: 'urn:x|1' });
+    await store.insert(newCheck('a'));
+    const events = await store.subscriptions.events(sub.id, 1, 10);
+    expect(events.map((e) => [e.number, e.checkId])).toEqual([[1, check.id]]);
+    expect((await store.subscriptions.get('a', sub.id))?.eventsCount).toBe(1);
+  });
+
   it('numbers events with no gap when two stores finish checks at once', async () => {
     const { store, reopen } = await stores();
     const other = await reopen();
