@@ -235,6 +235,36 @@ describe('Subscription create and handshake', () => {
     expect((active.body as Subscription).status).toBe('active');
   });
 
+  it('a PUT during a delivery wins: the new endpoint gets a handshake and the subscription ends active', async () => {
+    // The old endpoint answers 500, slowly: its delivery is still under way when the PUT lands.
+    receiver.answer = (r) => (r.path === '/hooks/slow-old' ? 500 : 200);
+    receiver.delayOf = (r) => (r.path === '/hooks/slow-old' ? 1500 : 0);
+    try {
+      const res = await subscribe({ path: 'slow-old' });
+      expect(res.status).toBe(201);
+      const id = (res.body as Subscription).id!;
+      await until(() => at('slow-old')[0], 10_000, 'the slow handshake');
+      const put = await request(h.url)
+        .put(`/fhir/Subscription/${id}`)
+        .set(h.auth)
+        .set('Content-Type', FHIR_JSON)
+        .send({ ...subscription({ path: 'fast-new' }), id });
+      expect(put.status, JSON.stringify(put.body)).toBe(200);
+      const handshake = await until(() => at('fast-new')[0], 10_000, 'the new handshake');
+      expect(typeOf(handshake)).toBe('handshake');
+      // Past the old delivery's answer (and its write, were it still allowed).
+      await new Promise((resolve) => setTimeout(resolve, 2000));
+      const read = await request(h.url).get(`/fhir/Subscription/${id}`).set(h.auth);
+      const stored = read.body as Subscription;
+      expect(stored.status, JSON.stringify(stored)).toBe('active');
+      expect(stored.channel.endpoint).toBe(`${receiver.url}/hooks/fast-new`);
+      expect(stored.error).toBeUndefined();
+    } finally {
+      receiver.answer = () => 200;
+      delete receiver.delayOf;
+    }
+  });
+
   it('refuses an endpoint off the allow-list with 422 and sends it nothing', async () => {
     for (const endpoint of [
       `${stranger.url}/hooks/x`,
