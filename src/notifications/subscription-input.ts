@@ -213,6 +213,47 @@ export function acceptSubscription(
   return { resource, filter, channel: channelOf(resource), endAt };
 }
 
+/**
+ * A PUT of a subscription as it was read (headers shown `Name: ****`): each header whose value is
+ * the mask keeps the stored value of the header of that name (the n-th masked `Name` the n-th
+ * stored one, names compared case-insensitively); 422 at the header when there is none to keep.
+ */
+export function keepMaskedHeaders(
+  accepted: AcceptedSubscription,
+  stored: Subscription,
+): AcceptedSubscription {
+  const lines = accepted.resource.channel.header;
+  if (!lines?.length) return accepted;
+  const storedByName = new Map<string, string[]>();
+  for (const line of stored.channel.header ?? []) {
+    const match = HEADER.exec(line);
+    if (!match) continue;
+    const name = match[1]!.toLowerCase();
+    storedByName.set(name, [...(storedByName.get(name) ?? []), match[2]!]);
+  }
+  const used = new Map<string, number>();
+  let changed = false;
+  const header = lines.map((line, index) => {
+    const match = HEADER.exec(line)!;
+    if (match[2] !== MASK) return line;
+    const name = match[1]!.toLowerCase();
+    const nth = used.get(name) ?? 0;
+    used.set(name, nth + 1);
+    const value = storedByName.get(name)?.[nth];
+    if (value === undefined)
+      throw unprocessable(
+        `The header ${match[1]!} is masked, and the subscription has no stored value for it: send its value`,
+        `Subscription.channel.header[${index}]`,
+        'business-rule',
+      );
+    changed = true;
+    return `${match[1]!}: ${value}`;
+  });
+  if (!changed) return accepted;
+  const resource: Subscription = { ...accepted.resource, channel: { ...accepted.resource.channel, header } };
+  return { ...accepted, resource, channel: channelOf(resource) };
+}
+
 function isError(issue: OperationOutcomeIssue): boolean {
   return issue.severity === 'error' || issue.severity === 'fatal';
 }

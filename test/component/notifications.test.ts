@@ -235,6 +235,41 @@ describe('Subscription create and handshake', () => {
     expect((active.body as Subscription).status).toBe('active');
   });
 
+  it('a PUT of the subscription as read keeps the masked header values; a masked header with none stored is 422', async () => {
+    const id = await activeSubscription({
+      path: 'masked',
+      headers: ['Authorization: Bearer engine-token-5150', 'X-Route: eligibility'],
+    });
+    const read = await request(h.url).get(`/fhir/Subscription/${id}`).set(h.auth);
+    const shown = read.body as Subscription;
+    expect(shown.channel.header).toEqual(['Authorization: ****', 'X-Route: ****']);
+    const put = await request(h.url)
+      .put(`/fhir/Subscription/${id}`)
+      .set(h.auth)
+      .set('Content-Type', FHIR_JSON)
+      .send({ ...shown, channel: { ...shown.channel, header: ['Authorization: ****', 'X-Route: other'] } });
+    expect(put.status, JSON.stringify(put.body)).toBe(200);
+    const handshakes = await until(
+      () => {
+        const all = at('masked').filter((r) => typeOf(r) === 'handshake');
+        return all.length >= 2 ? all : undefined;
+      },
+      10_000,
+      'the second handshake',
+    );
+    expect(handshakes[1]!.headers.authorization).toBe('Bearer engine-token-5150');
+    expect(handshakes[1]!.headers['x-route']).toBe('other');
+    const unknown = await request(h.url)
+      .put(`/fhir/Subscription/${id}`)
+      .set(h.auth)
+      .set('Content-Type', FHIR_JSON)
+      .send({ ...shown, channel: { ...shown.channel, header: ['X-Route: b', 'X-Other: ****'] } });
+    expect(unknown.status).toBe(422);
+    expect((unknown.body as OperationOutcome).issue[0]?.expression).toEqual([
+      'Subscription.channel.header[1]',
+    ]);
+  });
+
   it('a PUT during a delivery wins: the new endpoint gets a handshake and the subscription ends active', async () => {
     // The old endpoint answers 500, slowly: its delivery is still under way when the PUT lands.
     receiver.answer = (r) => (r.path === '/hooks/slow-old' ? 500 : 200);
