@@ -361,6 +361,16 @@ export class SqlStore implements CheckStore {
     const purged = (await this.driver.run('single', one(sql, [updatedBefore]))).changed;
     // A batch is kept as long as the checks it lists may be (its entries name them by id).
     await this.driver.run('single', one('DELETE FROM batches WHERE created_at < $1', [updatedBefore]));
+    // Subscription events already delivered (numbering is events_count on the subscription, so it
+    // goes on); an undelivered one is kept however old, until it is sent or its subscription deleted.
+    await this.driver.run(
+      'single',
+      one(
+        `DELETE FROM subscription_events WHERE occurred_at < $1 AND event_number <= (
+           SELECT s.delivered_through FROM subscriptions s WHERE s.id = subscription_events.subscription_id)`,
+        [updatedBefore],
+      ),
+    );
     return purged;
   }
 
