@@ -304,7 +304,10 @@ describe('Subscription create and handshake', () => {
     for (const endpoint of [
       `${stranger.url}/hooks/x`,
       `${receiver.url}/elsewhere`,
-      `${receiver.url}.evil.test/hooks/`,
+      `http://localhost.evil.test:${new URL(receiver.url).port}/hooks/`,
+      `http://127.0.0.1:${new URL(receiver.url).port}@evil.test/hooks/`,
+      `${receiver.url}/hooks/%2e%2e%2fadmin`,
+      `${receiver.url}/hooks/a%5c..%5cadmin`,
     ]) {
       const res = await subscribe({ path: 'x', endpoint });
       expect(res.status).toBe(422);
