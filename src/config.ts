@@ -154,6 +154,8 @@ const envSchema = z.object({
     .pipe(z.array(z.string().refine(isOrigin, 'each origin must be scheme://host[:port], nothing else')))
     .default([]),
   SUBSCRIPTION_RETRY_MINUTES: intFrom(1).default(60),
+  /** Comma-separated subscriptionEndpoints of the sandbox tenant (sandbox mode only). */
+  SANDBOX_SUBSCRIPTION_ENDPOINTS: z.string().optional(),
 });
 
 /** An origin as a browser sends it: http(s), a host, maybe a port; no path, query or credentials. */
@@ -343,9 +345,13 @@ function loadSigningKeys(file: string): Record<string, unknown>[] {
   return parsed.data.keys;
 }
 
-/** The sandbox tenant: id `sandbox`, API key `sandbox` (the README). */
-function sandboxTenant(): Tenant {
+/**
+ * The sandbox tenant: id `sandbox`, API key `sandbox` (the README); it may subscribe to the
+ * endpoints under SANDBOX_SUBSCRIPTION_ENDPOINTS (none when unset).
+ */
+function sandboxTenant(subscriptionEndpoints: string[]): Tenant {
   return {
+    ...(subscriptionEndpoints.length > 0 ? { subscriptionEndpoints } : {}),
     id: 'sandbox',
     apiKeyHashes: [hashApiKey(SANDBOX_KEY)],
     upstream: {
@@ -357,6 +363,18 @@ function sandboxTenant(): Tenant {
     maxInFlight: 3,
     reuseWindowMinutes: DEFAULT_REUSE_WINDOW_MINUTES,
   };
+}
+
+/** SANDBOX_SUBSCRIPTION_ENDPOINTS as a list, each entry checked as a tenants file's. */
+function sandboxEndpoints(value: string | undefined): string[] {
+  const entries = (value ?? '')
+    .split(',')
+    .map((entry) => entry.trim())
+    .filter(Boolean);
+  const parsed = z.array(subscriptionEndpoint).max(50).safeParse(entries);
+  if (!parsed.success)
+    throw new ConfigError(`SANDBOX_SUBSCRIPTION_ENDPOINTS: ${parsed.error.issues[0]?.message ?? 'invalid'}`);
+  return parsed.data;
 }
 
 /** Parses and checks the whole configuration. Throws ConfigError with one line naming the variable. */
@@ -373,7 +391,13 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
       'TENANTS_FILE: required when UPSTREAM_BASE_URL is set (no sandbox tenant outside sandbox mode)',
     );
   }
-  const tenants = e.TENANTS_FILE ? loadTenants(e.TENANTS_FILE, env) : [sandboxTenant()];
+  if (e.SANDBOX_SUBSCRIPTION_ENDPOINTS !== undefined && e.TENANTS_FILE)
+    throw new ConfigError(
+      'SANDBOX_SUBSCRIPTION_ENDPOINTS: only for the sandbox tenant; with TENANTS_FILE, set subscriptionEndpoints in it',
+    );
+  const tenants = e.TENANTS_FILE
+    ? loadTenants(e.TENANTS_FILE, env)
+    : [sandboxTenant(sandboxEndpoints(e.SANDBOX_SUBSCRIPTION_ENDPOINTS))];
   const tokenSigningKeys = e.ACCESS_TOKEN_KEYS_FILE ? loadSigningKeys(e.ACCESS_TOKEN_KEYS_FILE) : [];
   if (!sandbox && tokenSigningKeys.length === 0 && tenants.some((t) => t.smartClients?.length)) {
     throw new ConfigError(

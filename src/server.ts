@@ -190,7 +190,8 @@ export async function startServer(
     searchAllTimeoutMs: config.searchAllTimeoutMs,
     waitPollMs: 1000,
     now,
-    onEvent: metrics.onLifecycle,
+    // A check refused by an open payer guard is final at insert: its events are delivered at once.
+    onEvent,
   });
 
   // SMART Backend Services and the audit trail (docs/auth.md).

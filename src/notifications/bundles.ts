@@ -72,8 +72,12 @@ export function statusParameters(
   parameter.push(
     { name: 'status', valueCode: context.status },
     { name: 'type', valueCode: type },
-    // Not incremented by handshakes and heartbeats (the profile's definition).
-    { name: 'events-since-subscription-start', valueString: String(subscription.eventsCount) },
+    // Not incremented by handshakes and heartbeats (the profile's definition). The count was read
+    // at claim time; events recorded since may be in this notification: never below their numbers.
+    {
+      name: 'events-since-subscription-start',
+      valueString: String(Math.max(subscription.eventsCount, ...events.map(({ event }) => event.number))),
+    },
   );
   for (const { event } of events) {
     const part: ParametersParameter[] = [

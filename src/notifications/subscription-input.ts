@@ -90,10 +90,16 @@ export function channelOf(resource: Subscription): Channel {
   };
 }
 
+/** An encoded slash or backslash, or a path segment that is a dot segment once decoded. */
+const ENCODED_TRAVERSAL = /%2f|%5c|(^|\/)(\.|%2e){1,2}(\/|$)/i;
+
 /**
  * Whether the endpoint is under one of the tenant's prefixes: same scheme, host and port, and the
- * path starts with the prefix's path (compared as parsed URLs, so `https://ehr.example.org` does
- * not admit `https://ehr.example.org.evil.test/`); no credentials in the URL.
+ * path starts with the prefix's path at a segment boundary (compared as parsed URLs, so
+ * `https://ehr.example.org` does not admit `https://ehr.example.org.evil.test/`, and
+ * `https://h/hooks` admits `https://h/hooks/x` but not `https://h/hooksevil`); no credentials in
+ * the URL, and no encoded slash, backslash or dot segment in its path (which a server behind the
+ * endpoint could decode into a path outside the prefix).
  */
 export function endpointAllowed(endpoint: string, prefixes: readonly string[]): boolean {
   let url: URL;
@@ -103,9 +109,13 @@ export function endpointAllowed(endpoint: string, prefixes: readonly string[]): 
     return false;
   }
   if (!/^https?:$/.test(url.protocol) || url.username || url.password) return false;
+  if (ENCODED_TRAVERSAL.test(url.pathname)) return false;
   return prefixes.some((prefix) => {
     const allowed = new URL(prefix);
-    return allowed.origin === url.origin && url.href.startsWith(allowed.href);
+    if (allowed.origin !== url.origin || !url.href.startsWith(allowed.href)) return false;
+    if (allowed.pathname.endsWith('/')) return url.pathname.startsWith(allowed.pathname);
+    const rest = url.pathname.slice(allowed.pathname.length);
+    return url.pathname.startsWith(allowed.pathname) && (rest === '' || rest.startsWith('/'));
   });
 }
 
@@ -211,6 +221,47 @@ export function acceptSubscription(
   const { id: _id, meta: _meta, text: _text, error: _error, ...rest } = input;
   const resource: Subscription = { ...rest, meta: { profile: [SUBSCRIPTION_PROFILE] }, status: 'requested' };
   return { resource, filter, channel: channelOf(resource), endAt };
+}
+
+/**
+ * A PUT of a subscription as it was read (headers shown `Name: ****`): each header whose value is
+ * the mask keeps the stored value of the header of that name (the n-th masked `Name` the n-th
+ * stored one, names compared case-insensitively); 422 at the header when there is none to keep.
+ */
+export function keepMaskedHeaders(
+  accepted: AcceptedSubscription,
+  stored: Subscription,
+): AcceptedSubscription {
+  const lines = accepted.resource.channel.header;
+  if (!lines?.length) return accepted;
+  const storedByName = new Map<string, string[]>();
+  for (const line of stored.channel.header ?? []) {
+    const match = HEADER.exec(line);
+    if (!match) continue;
+    const name = match[1]!.toLowerCase();
+    storedByName.set(name, [...(storedByName.get(name) ?? []), match[2]!]);
+  }
+  const used = new Map<string, number>();
+  let changed = false;
+  const header = lines.map((line, index) => {
+    const match = HEADER.exec(line)!;
+    if (match[2] !== MASK) return line;
+    const name = match[1]!.toLowerCase();
+    const nth = used.get(name) ?? 0;
+    used.set(name, nth + 1);
+    const value = storedByName.get(name)?.[nth];
+    if (value === undefined)
+      throw unprocessable(
+        `The header ${match[1]!} is masked, and the subscription has no stored value for it: send its value`,
+        `Subscription.channel.header[${index}]`,
+        'business-rule',
+      );
+    changed = true;
+    return `${match[1]!}: ${value}`;
+  });
+  if (!changed) return accepted;
+  const resource: Subscription = { ...accepted.resource, channel: { ...accepted.resource.channel, header } };
+  return { ...accepted, resource, channel: channelOf(resource) };
 }
 
 function isError(issue: OperationOutcomeIssue): boolean {

@@ -14,7 +14,12 @@ import { badRequest, notFound } from '../fhir/outcomes.js';
 import { echo } from '../fhir/text.js';
 import { notificationBundle, statusBundle, topicResource } from '../notifications/bundles.js';
 import type { EventWithFocus, NotificationContext, PayloadContent } from '../notifications/bundles.js';
-import { acceptSubscription, channelOf, shownSubscription } from '../notifications/subscription-input.js';
+import {
+  acceptSubscription,
+  channelOf,
+  keepMaskedHeaders,
+  shownSubscription,
+} from '../notifications/subscription-input.js';
 import type { FhirAnswer, FhirRequest } from './types.js';
 
 export interface SubscriptionDeps {
@@ -85,7 +90,11 @@ export async function updateSubscription(req: FhirRequest, deps: SubscriptionDep
   if (bodyId !== undefined && bodyId !== existing.id)
     throw badRequest('Subscription.id must be the id in the URL', 'Subscription.id');
   const now = deps.now();
-  const accepted = acceptSubscription(req.body, req.tenant.subscriptionEndpoints ?? [], now);
+  // A header sent back as it was read (`Name: ****`) keeps its stored value.
+  const accepted = keepMaskedHeaders(
+    acceptSubscription(req.body, req.tenant.subscriptionEndpoints ?? [], now),
+    existing.resource,
+  );
   const stored = await deps.store.subscriptions.replace(
     req.tenant.id,
     existing.id,

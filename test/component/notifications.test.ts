@@ -235,11 +235,79 @@ describe('Subscription create and handshake', () => {
     expect((active.body as Subscription).status).toBe('active');
   });
 
+  it('a PUT of the subscription as read keeps the masked header values; a masked header with none stored is 422', async () => {
+    const id = await activeSubscription({
+      path: 'masked',
+      headers: ['Authorization: Bearer engine-token-5150', 'X-Route: eligibility'],
+    });
+    const read = await request(h.url).get(`/fhir/Subscription/${id}`).set(h.auth);
+    const shown = read.body as Subscription;
+    expect(shown.channel.header).toEqual(['Authorization: ****', 'X-Route: ****']);
+    const put = await request(h.url)
+      .put(`/fhir/Subscription/${id}`)
+      .set(h.auth)
+      .set('Content-Type', FHIR_JSON)
+      .send({ ...shown, channel: { ...shown.channel, header: ['Authorization: ****', 'X-Route: other'] } });
+    expect(put.status, JSON.stringify(put.body)).toBe(200);
+    const handshakes = await until(
+      () => {
+        const all = at('masked').filter((r) => typeOf(r) === 'handshake');
+        return all.length >= 2 ? all : undefined;
+      },
+      10_000,
+      'the second handshake',
+    );
+    expect(handshakes[1]!.headers.authorization).toBe('Bearer engine-token-5150');
+    expect(handshakes[1]!.headers['x-route']).toBe('other');
+    const unknown = await request(h.url)
+      .put(`/fhir/Subscription/${id}`)
+      .set(h.auth)
+      .set('Content-Type', FHIR_JSON)
+      .send({ ...shown, channel: { ...shown.channel, header: ['X-Route: b', 'X-Other: ****'] } });
+    expect(unknown.status).toBe(422);
+    expect((unknown.body as OperationOutcome).issue[0]?.expression).toEqual([
+      'Subscription.channel.header[1]',
+    ]);
+  });
+
+  it('a PUT during a delivery wins: the new endpoint gets a handshake and the subscription ends active', async () => {
+    // The old endpoint answers 500, slowly: its delivery is still under way when the PUT lands.
+    receiver.answer = (r) => (r.path === '/hooks/slow-old' ? 500 : 200);
+    receiver.delayOf = (r) => (r.path === '/hooks/slow-old' ? 1500 : 0);
+    try {
+      const res = await subscribe({ path: 'slow-old' });
+      expect(res.status).toBe(201);
+      const id = (res.body as Subscription).id!;
+      await until(() => at('slow-old')[0], 10_000, 'the slow handshake');
+      const put = await request(h.url)
+        .put(`/fhir/Subscription/${id}`)
+        .set(h.auth)
+        .set('Content-Type', FHIR_JSON)
+        .send({ ...subscription({ path: 'fast-new' }), id });
+      expect(put.status, JSON.stringify(put.body)).toBe(200);
+      const handshake = await until(() => at('fast-new')[0], 10_000, 'the new handshake');
+      expect(typeOf(handshake)).toBe('handshake');
+      // Past the old delivery's answer (and its write, were it still allowed).
+      await new Promise((resolve) => setTimeout(resolve, 2000));
+      const read = await request(h.url).get(`/fhir/Subscription/${id}`).set(h.auth);
+      const stored = read.body as Subscription;
+      expect(stored.status, JSON.stringify(stored)).toBe('active');
+      expect(stored.channel.endpoint).toBe(`${receiver.url}/hooks/fast-new`);
+      expect(stored.error).toBeUndefined();
+    } finally {
+      receiver.answer = () => 200;
+      delete receiver.delayOf;
+    }
+  });
+
   it('refuses an endpoint off the allow-list with 422 and sends it nothing', async () => {
     for (const endpoint of [
       `${stranger.url}/hooks/x`,
       `${receiver.url}/elsewhere`,
-      `${receiver.url}.evil.test/hooks/`,
+      `http://localhost.evil.test:${new URL(receiver.url).port}/hooks/`,
+      `http://127.0.0.1:${new URL(receiver.url).port}@evil.test/hooks/`,
+      `${receiver.url}/hooks/%2e%2e%2fadmin`,
+      `${receiver.url}/hooks/a%5c..%5cadmin`,
     ]) {
       const res = await subscribe({ path: 'x', endpoint });
       expect(res.status).toBe(422);
@@ -555,5 +623,54 @@ describe('tenancy, search, delete, conformance', () => {
     expect(text).not.toContain('engine-token-5150');
     expect(text).not.toContain(ELIGIBLE);
     expect(text).toContain('notification delivered');
+  });
+});
+
+describe('a check refused at insert by an open payer guard', () => {
+  it('is an event like any other final check', async () => {
+    // Its own service: the credentials guard it opens stays open for the tenant.
+    const g = await startHarness({ subscriptionEndpoints: [`${receiver.url}/hooks/`] });
+    try {
+      const res = await request(g.url)
+        .post('/fhir/Subscription')
+        .set(g.auth)
+        .set('Content-Type', FHIR_JSON)
+        .send(subscription({ path: 'guarded' }));
+      expect(res.status, JSON.stringify(res.body)).toBe(201);
+      const submit = async (emiratesId: string) => {
+        const sent = await request(g.url)
+          .post('/fhir/CoverageEligibilityRequest/$submit')
+          .set(g.auth)
+          .set({ Prefer: 'wait=10' })
+          .set('Content-Type', FHIR_JSON)
+          .send(eligibilityRequest({ emiratesId, payer: 'DAMAN' }));
+        const location = String(sent.headers['content-location'] ?? sent.headers.location ?? '');
+        const id = /CoverageEligibilityResponse\/([^/]+)/.exec(location)?.[1];
+        const read = await request(g.url).get(`/fhir/CoverageEligibilityResponse/${id}`).set(g.auth);
+        const cer = read.body as CoverageEligibilityResponse;
+        expect(cer.outcome, JSON.stringify(sent.body)).not.toBe('queued');
+        return cer;
+      };
+      const first = await submit(ELIGIBLE);
+      // Opens the tenant's credentials guard for DAMAN.
+      const second = await submit('784-1990-0000004-4');
+      // Refused at insert, already final.
+      const third = await submit('784-1990-0000002-2');
+      expect(JSON.stringify(third)).toContain('credentials-guard');
+      const events = await until(
+        () => {
+          const all = at('guarded')
+            .filter((r) => typeOf(r) === 'event-notification')
+            .flatMap((r) => eventsOf(r.body));
+          return all.length >= 3 ? all : undefined;
+        },
+        10_000,
+        'three events',
+      );
+      expect(events.map((e) => e.number)).toEqual([1, 2, 3]);
+      expect(events.map((e) => e.focus?.split('/').pop())).toEqual([first.id, second.id, third.id]);
+    } finally {
+      await g.stop();
+    }
   });
 });

@@ -236,6 +236,27 @@ describe.each([sqliteBackend(), postgresBackend()])('SubscriptionStore on $name'
     expect((await store.subscriptions.get('a', sub.id))?.eventsCount).toBe(0);
   });
 
+  it('writes the events of a check inserted already final (a payer guard refusal), once', async () => {
+    const { store } = await stores();
+    const sub = await subscribe(store, 'a');
+    const refused = newCheck('a');
+    const cer = { ...refused.cer, outcome: 'error' as const };
+    const answered = {
+      ...refused,
+      state: 'done' as const,
+      cer,
+      outcome: 'error' as const,
+      answer: { status: 503 },
+    };
+    const { check } = await store.insert({ ...answered, idempotencyKey: 'urn:x|1' });
+    // A repeated identifier stores nothing and writes no event.
+    await store.insert({ ...answered, id: randomUUID(), idempotencyKey: 'urn:x|1' });
+    await store.insert(newCheck('a'));
+    const events = await store.subscriptions.events(sub.id, 1, 10);
+    expect(events.map((e) => [e.number, e.checkId])).toEqual([[1, check.id]]);
+    expect((await store.subscriptions.get('a', sub.id))?.eventsCount).toBe(1);
+  });
+
   it('numbers events with no gap when two stores finish checks at once', async () => {
     const { store, reopen } = await stores();
     const other = await reopen();
@@ -303,6 +324,32 @@ describe.each([sqliteBackend(), postgresBackend()])('SubscriptionStore on $name'
     expect(later.map((s) => s.id)).toHaveLength(9);
     await store.subscriptions.releaseAll('r5');
     expect(await claim(store, 'r6:1')).toHaveLength(9);
+  });
+
+  it('purges delivered events older than the cut-off; numbering goes on', async () => {
+    const { store } = await stores();
+    const sub = await subscribe(store, 'a');
+    for (let i = 0; i < 3; i++) await finishCheck(store, 'a', 'complete');
+    const [claimed] = await store.subscriptions.claimDue({
+      owner: 'r:1',
+      now: T0,
+      leaseMs: 30_000,
+      limit: 1,
+    });
+    expect(claimed?.id).toBe(sub.id);
+    expect(
+      await store.subscriptions.settle(sub.id, 'r:1', { handshakeDue: false, deliveredThrough: 2 }, T0, true),
+    ).toBe(true);
+    const numbers = async () => (await store.subscriptions.events(sub.id, 1, 10)).map((e) => e.number);
+    // Events occurred at T0 + 1000: a cut-off before that keeps them all.
+    await store.purgeBefore(T0 + 500);
+    expect(await numbers()).toEqual([1, 2, 3]);
+    // Delivered ones (1, 2) go; 3, not yet delivered, stays.
+    await store.purgeBefore(T0 + 2000);
+    expect(await numbers()).toEqual([3]);
+    expect((await store.subscriptions.get('a', sub.id))?.eventsCount).toBe(3);
+    await finishCheck(store, 'a', 'complete');
+    expect(await numbers()).toEqual([3, 4]);
   });
 
   it('reads, lists by status and deletes per tenant', async () => {

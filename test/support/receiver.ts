@@ -24,6 +24,8 @@ export interface Receiver {
   answer: (received: Received) => number;
   /** How long each answer is held back (to see overlapping deliveries). */
   delayMs: number;
+  /** When set, how long this notification's answer is held back (instead of delayMs). */
+  delayOf?: (received: Received) => number;
   /** The most notifications that were being received at once. */
   maxConcurrent: number;
   close(): Promise<void>;
@@ -54,10 +56,13 @@ export async function startReceiver(port = 0): Promise<Receiver> {
       receiver.received.push(received);
       received.status = receiver.answer(received);
       res.statusCode = received.status;
-      setTimeout(() => {
-        concurrent -= 1;
-        res.end('ok');
-      }, receiver.delayMs);
+      setTimeout(
+        () => {
+          concurrent -= 1;
+          res.end('ok');
+        },
+        receiver.delayOf?.(received) ?? receiver.delayMs,
+      );
     });
   });
   await new Promise<void>((resolve) => server.listen(port, '127.0.0.1', resolve));

@@ -88,6 +88,26 @@ describe('loadConfig', () => {
     expect(config.tenants[0]).toMatchObject({ id: 'sandbox', apiKeyHashes: [hashApiKey('sandbox')] });
   });
 
+  it('gives the sandbox tenant SANDBOX_SUBSCRIPTION_ENDPOINTS, checked as a tenants file entry', () => {
+    expect(loadConfig({}).tenants[0]!.subscriptionEndpoints).toBeUndefined();
+    const config = loadConfig({
+      SANDBOX_SUBSCRIPTION_ENDPOINTS: 'http://127.0.0.1:9000/hooks/, http://localhost:9000/hooks/',
+    });
+    expect(config.tenants[0]!.subscriptionEndpoints).toEqual([
+      'http://127.0.0.1:9000/hooks/',
+      'http://localhost:9000/hooks/',
+    ]);
+    for (const bad of ['ftp://127.0.0.1/x', 'http://u:p@127.0.0.1/', 'http://127.0.0.1/?q=1', 'not a url'])
+      expect(() => loadConfig({ SANDBOX_SUBSCRIPTION_ENDPOINTS: bad }), bad).toThrow(ConfigError);
+    expect(() =>
+      loadConfig({
+        SANDBOX_SUBSCRIPTION_ENDPOINTS: 'http://127.0.0.1:9000/',
+        TENANTS_FILE: tenantsFile({ tenants: [tenant] }),
+        CLINIC_A_KEY: 'upstream-secret',
+      }),
+    ).toThrow(/SANDBOX_SUBSCRIPTION_ENDPOINTS/);
+  });
+
   it('reads a tenants file and resolves env: references', () => {
     const config = loadConfig({
       UPSTREAM_BASE_URL: 'https://upstream.example/v2/api-integration-v3/',

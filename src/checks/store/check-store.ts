@@ -374,7 +374,11 @@ export interface CheckStore {
   listOverdue(now: number): Promise<Check[]>;
   /** Counts checks per tenant and state (metrics, operator view). */
   countByState(): Promise<Array<{ tenantId: string; state: CheckState; outcome: CerOutcome; count: number }>>;
-  /** Deletes done checks whose updatedAt is before the given time (retention); returns how many. In-flight checks are never purged. */
+  /**
+   * Deletes done checks whose updatedAt is before the given time (retention), with the batches and
+   * the delivered subscription events older than it; returns how many checks. In-flight checks,
+   * and events not yet delivered, are never purged.
+   */
   purgeBefore(updatedBefore: number): Promise<number>;
 
   // SMART Backend Services and the audit trail (docs/auth.md).

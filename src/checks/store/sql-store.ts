@@ -5,7 +5,7 @@
  * tenant locks of a claim, JSON columns, index hints) or the driver's own business (sqlite.ts:
  * the group commit; postgres.ts: the pool and its transactions); see driver.ts.
  */
-import { SLOT_STATES, guardPayer } from './check-store.js';
+import { SLOT_STATES, guardPayer, isAnswered } from './check-store.js';
 import type { PayerDurations, TaskDurations } from '../poll-schedule.js';
 import type {
   Batch,
@@ -113,7 +113,10 @@ export class SqlStore implements CheckStore {
   }
 
   insert(check: NewCheck): Promise<{ check: Check; created: boolean }> {
-    return this.driver.run('write', this.inserting(check));
+    // A check stored already answered (an open payer guard's refusal) is final at once: its events
+    // commit with it, as update's do (PostgreSQL: in a transaction).
+    const mode = isAnswered(check) && this.kind === 'postgres' ? 'transaction' : 'write';
+    return this.driver.run(mode, this.inserting(check));
   }
 
   async get(tenantId: string, id: string): Promise<Check | null> {
@@ -165,7 +168,13 @@ export class SqlStore implements CheckStore {
   private *withEvents(update: Work<Check | null>, base: Check, now: number): Work<Check | null> {
     const updated = yield* update;
     if (!updated) return null;
-    yield* recordEvents(
+    yield* this.recording(updated, now);
+    return updated;
+  }
+
+  /** The events of a check's first final version, for the tenant's matching subscriptions. */
+  private *recording(updated: Check, now: number): Work<number> {
+    return yield* recordEvents(
       this.dialect,
       ELIGIBILITY_FINAL_TOPIC,
       {
@@ -177,7 +186,6 @@ export class SqlStore implements CheckStore {
       },
       now,
     );
-    return updated;
   }
 
   async release(id: string, owner: string): Promise<void> {
@@ -354,6 +362,16 @@ export class SqlStore implements CheckStore {
     const purged = (await this.driver.run('single', one(sql, [updatedBefore]))).changed;
     // A batch is kept as long as the checks it lists may be (its entries name them by id).
     await this.driver.run('single', one('DELETE FROM batches WHERE created_at < $1', [updatedBefore]));
+    // Subscription events already delivered (numbering is events_count on the subscription, so it
+    // goes on); an undelivered one is kept however old, until it is sent or its subscription deleted.
+    await this.driver.run(
+      'single',
+      one(
+        `DELETE FROM subscription_events WHERE occurred_at < $1 AND event_number <= (
+           SELECT s.delivered_through FROM subscriptions s WHERE s.id = subscription_events.subscription_id)`,
+        [updatedBefore],
+      ),
+    );
     return purged;
   }
 
@@ -390,7 +408,11 @@ export class SqlStore implements CheckStore {
        ON CONFLICT (tenant_id, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING RETURNING *`,
       params.values,
     );
-    if (inserted) return { check: this.toCheck(inserted), created: true };
+    if (inserted) {
+      const created = this.toCheck(inserted);
+      if (isAnswered(created)) yield* this.recording(created, created.createdAt);
+      return { check: created, created: true };
+    }
     // The conflicting insert has committed (PostgreSQL's ON CONFLICT waited for it), so this sees it.
     const [existing] = yield* query('SELECT * FROM checks WHERE tenant_id = $1 AND idempotency_key = $2', [
       check.tenantId,

@@ -209,12 +209,14 @@ export class SqlSubscriptionStore implements SubscriptionStore {
     now: number,
   ): Promise<StoredSubscription | null> {
     const { json } = this.dialect;
-    // The lease is left as it is: a delivery under way finishes (its writes do not touch the
-    // status or the handshake), and the next claim sends the handshake.
+    // The lease is dropped: a delivery under way (to the old endpoint) no longer holds it, so its
+    // writes (settle checks lease_owner) cannot overwrite the new channel's state, and the next
+    // claim sends the handshake to the new endpoint.
     const [row] = await this.rows(
       `UPDATE subscriptions SET resource = ${json('$3')}, filter = ${json('$4')}, end_at = $5,
          status = 'requested', handshake_due = $6, next_attempt_at = $7, heartbeat_at = NULL,
-         failures = 0, failing_since = NULL, last_error = NULL, updated_at = $7
+         failures = 0, failing_since = NULL, last_error = NULL, updated_at = $7,
+         lease_owner = NULL, lease_until = NULL
        WHERE tenant_id = $1 AND id = $2 RETURNING *`,
       [
         tenantId,
