@@ -25,6 +25,7 @@ import {
   searchAllCutOffCer,
   stillCheckingCer,
 } from '../mapping/response/index.js';
+import type { OutcomeKey } from '../mapping/response/index.js';
 import type { Envelope } from '../upstream/contract.js';
 import { envelopeSchema, isFinished, isTerminalStatus } from '../upstream/contract.js';
 import { adapterError } from '../mapping/response/adapter-errors.js';
@@ -535,7 +536,7 @@ async function nextPoll(
  * ran to an answer. A refused login, a backoff, a failure or a missing configuration ends early
  * (or late) for reasons of its own and would teach the schedule a wrong length.
  */
-const LEARNED_OUTCOMES: ReadonlySet<string> = new Set([
+const LEARNED_OUTCOMES: ReadonlySet<OutcomeKey> = new Set<OutcomeKey>([
   'found_eligible',
   'found_eligible_multi_card',
   'found_not_eligible',

@@ -9,7 +9,6 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { CoverageEligibilityRequest, CoverageEligibilityResponse } from 'fhir/r4.js';
 import type Database from 'better-sqlite3';
-import pg from 'pg';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { openStore } from '../../src/checks/store/open.js';
 import type {
@@ -24,10 +23,9 @@ import type {
 import { SLOT_STATES } from '../../src/checks/store/check-store.js';
 import { reuseKeyOf } from '../../src/checks/store/rows.js';
 import { auditRow } from '../../src/checks/store/audit-store.js';
-import { testDatabaseUrl } from '../support/postgres.js';
+import { postgresBackend, sqliteBackend } from '../support/store-backends.js';
 import { upstreamTaskRequest } from '../support/requests.js';
 
-const PG_URL = testDatabaseUrl();
 const T0 = Date.UTC(2025, 0, 1, 8, 0, 0);
 const LEASE_MS = 30_000;
 
@@ -137,71 +135,6 @@ async function slotCounts(store: CheckStore): Promise<Map<string, number>> {
 }
 
 // ---- backends ------------------------------------------------------------------------------
-
-/** One kind of store; every `create` is an empty database (file or schema) of its own. */
-interface Backend {
-  name: string;
-  setup(): Promise<void>;
-  /** A new empty database; returns how to open it. */
-  create(): string;
-  open(location: string): Promise<CheckStore>;
-  teardown(): Promise<void>;
-}
-
-function sqliteBackend(): Backend {
-  let dir = '';
-  return {
-    name: 'sqlite',
-    setup() {
-      dir = mkdtempSync(join(tmpdir(), 'check-store-'));
-      return Promise.resolve();
-    },
-    create: () => `sqlite:${join(dir, `${randomUUID()}.db`)}`,
-    open: (location) => openStore(location),
-    teardown() {
-      if (dir) rmSync(dir, { recursive: true, force: true });
-      return Promise.resolve();
-    },
-  };
-}
-
-function postgresBackend(): Backend {
-  const run = `store_test_${process.pid}_${Date.now()}`;
-  const schemas: string[] = [];
-  return {
-    name: 'postgres',
-    async setup() {
-      const client = new pg.Client({ connectionString: PG_URL, connectionTimeoutMillis: 5000 });
-      try {
-        await client.connect();
-        await client.query('SELECT 1');
-      } catch (error) {
-        throw new Error(
-          `PostgreSQL is unreachable at ${PG_URL} (${error instanceof Error ? error.message : String(error)}). ` +
-            'The store tests need it (the global setup test/support/postgres-global-setup.ts picks it).',
-        );
-      } finally {
-        await client.end().catch(() => undefined);
-      }
-    },
-    create() {
-      const schema = `${run}_${schemas.length}`;
-      schemas.push(schema);
-      return schema;
-    },
-    open: (schema) => openStore(PG_URL, { schema }),
-    async teardown() {
-      if (schemas.length === 0) return;
-      const client = new pg.Client({ connectionString: PG_URL });
-      await client.connect();
-      try {
-        for (const schema of schemas) await client.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
-      } finally {
-        await client.end();
-      }
-    },
-  };
-}
 
 // ---- the contract --------------------------------------------------------------------------
 

@@ -5,20 +5,14 @@
  * even when two stores finish checks at once; claims of due subscriptions never overlap.
  */
 import { randomUUID } from 'node:crypto';
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import type { CoverageEligibilityResponse, Subscription } from 'fhir/r4.js';
-import pg from 'pg';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { openStore } from '../../src/checks/store/open.js';
 import type { Check, CheckStore, NewCheck } from '../../src/checks/store/check-store.js';
 import type { EventFilter } from '../../src/checks/store/subscription-store.js';
 import { ELIGIBILITY_FINAL_TOPIC } from '../../src/checks/store/subscription-store.js';
-import { testDatabaseUrl } from '../support/postgres.js';
+import { postgresBackend, sqliteBackend } from '../support/store-backends.js';
 import { upstreamTaskRequest } from '../support/requests.js';
 
-const PG_URL = testDatabaseUrl();
 const T0 = Date.UTC(2026, 0, 1, 8, 0, 0);
 const PATIENT = 'urn:eid|784-1990-1234567-1';
 
@@ -119,52 +113,12 @@ async function subscribe(store: CheckStore, tenantId: string, filter: EventFilte
   });
 }
 
-interface Backend {
-  name: string;
-  open(): Promise<{ store: CheckStore; reopen: () => Promise<CheckStore> }>;
-  teardown(): Promise<void>;
-}
-
-function sqliteBackend(): Backend {
-  const dir = mkdtempSync(join(tmpdir(), 'subscription-store-'));
-  return {
-    name: 'sqlite',
-    async open() {
-      const location = `sqlite:${join(dir, `${randomUUID()}.db`)}`;
-      return { store: await openStore(location), reopen: () => openStore(location) };
-    },
-    teardown() {
-      rmSync(dir, { recursive: true, force: true });
-      return Promise.resolve();
-    },
-  };
-}
-
-function postgresBackend(): Backend {
-  const schemas: string[] = [];
-  return {
-    name: 'postgres',
-    async open() {
-      const schema = `subs_test_${process.pid}_${Date.now()}_${schemas.length}`;
-      schemas.push(schema);
-      return { store: await openStore(PG_URL, { schema }), reopen: () => openStore(PG_URL, { schema }) };
-    },
-    async teardown() {
-      const client = new pg.Client({ connectionString: PG_URL });
-      await client.connect();
-      try {
-        for (const schema of schemas) await client.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
-      } finally {
-        await client.end();
-      }
-    },
-  };
-}
-
 describe.each([sqliteBackend(), postgresBackend()])('SubscriptionStore on $name', (backend) => {
   const opened: CheckStore[] = [];
   async function stores(): Promise<{ store: CheckStore; reopen: () => Promise<CheckStore> }> {
-    const { store, reopen } = await backend.open();
+    const location = backend.create();
+    const store = await backend.open(location);
+    const reopen = () => backend.open(location);
     opened.push(store);
     await store.migrate();
     return {
@@ -176,7 +130,9 @@ describe.each([sqliteBackend(), postgresBackend()])('SubscriptionStore on $name'
       },
     };
   }
-  beforeAll(() => undefined);
+  beforeAll(async () => {
+    await backend.setup();
+  });
   afterEach(async () => {
     await Promise.all(opened.splice(0).map((store) => store.close()));
   });

@@ -5,6 +5,7 @@
  */
 export { adapterErrorCer, mapEnvelope, queuedCer, searchAllCutOffCer, stillCheckingCer } from './cer.js';
 export { guardOf, outcomeKey, outcomeRuleFor, submitOutcome } from './outcome-rules.js';
+export type { OutcomeKey } from './outcome-rules.js';
 export type { OutcomeRule } from './outcome-rules.js';
 export { binaryId, parseBinaryId, resolveBinary } from './binary.js';
 export type { BinaryKind, BinaryRef } from './binary.js';
