@@ -1,7 +1,7 @@
 /**
  * The store's cost of the audit trail (issue 18): CPU per AuditEvent, from the record to the
- * committed row, in the batches the audit trail writes (200 records, 50 rows per INSERT), into a
- * table already holding the earlier rounds' rows. SQLite by default, PostgreSQL with
+ * committed row, in the batches the audit trail writes (1,000 records, 50 rows per INSERT;
+ * BENCH_BATCH to change), into a table already holding the earlier rounds' rows. SQLite by default, PostgreSQL with
  * BENCH_STORE=postgres (CPU of this process only: the server's own is not counted there).
  *
  *   npx tsx bench/audit-write.ts          (BENCH_EVENTS=20000 per round, 3 rounds)
@@ -15,6 +15,7 @@ import type { AuditRecord } from '../src/fhir/audit-event.js';
 import { machine, PG_URL, pgSchema, record } from './lib.js';
 
 const events = Number(process.env.BENCH_EVENTS ?? 20_000);
+const batch = Number(process.env.BENCH_BATCH ?? 1000);
 const postgres = process.env.BENCH_STORE === 'postgres';
 const schema = postgres ? await pgSchema('audit_write') : null;
 const store = postgres
@@ -41,7 +42,7 @@ try {
     let used = process.cpuUsage(start);
     const buildUs = (used.user + used.system) / events;
     start = process.cpuUsage();
-    for (let i = 0; i < events; i += 200) await store.insertAuditEvents(rows.slice(i, i + 200));
+    for (let i = 0; i < events; i += batch) await store.insertAuditEvents(rows.slice(i, i + batch));
     used = process.cpuUsage(start);
     rounds.push({
       buildUs: Number(buildUs.toFixed(2)),

@@ -131,15 +131,19 @@ try {
 /** A service with one complete CER: its path and the auth header to read it. */
 async function serviceWithCer(upstreamUrl: string, env: Record<string, string>) {
   const dir = mkdtempSync(join(tmpdir(), 'fea-bench-read-'));
-  const service = await spawnService({
-    UPSTREAM_BASE_URL: upstreamUrl,
-    TENANTS_FILE: writeTenantsFile(dir, 1, UPSTREAM_KEY, 10),
-    DATABASE_URL: `sqlite:${join(dir, 'adapter.db')}`,
-    POLL_INTERVAL_MS: '50',
-    LOG_LEVEL: process.env.BENCH_LOG_LEVEL ?? 'info',
-    SUBMIT_RATE_PER_MINUTE: '100000',
-    ...env,
-  });
+  const service = await spawnService(
+    {
+      UPSTREAM_BASE_URL: upstreamUrl,
+      TENANTS_FILE: writeTenantsFile(dir, 1, UPSTREAM_KEY, 10),
+      DATABASE_URL: `sqlite:${join(dir, 'adapter.db')}`,
+      POLL_INTERVAL_MS: '50',
+      LOG_LEVEL: process.env.BENCH_LOG_LEVEL ?? 'info',
+      SUBMIT_RATE_PER_MINUTE: '100000',
+      ...env,
+    },
+    undefined,
+    cpuProfArgs(`read-path-audit-${env.AUDIT_EVENTS ?? 'default'}`),
+  );
   const auth = tenantAuth(0);
   const submitted = await fetch(`${service.url}/fhir/CoverageEligibilityRequest/$submit`, {
     method: 'POST',

@@ -209,7 +209,7 @@ export async function startServer(
   }
   const audit = new AuditTrail(
     store,
-    { enabled: config.auditEvents, flushMs: 200, batchSize: 200, maxQueued: 50_000, now },
+    { enabled: config.auditEvents, flushMs: 1000, batchSize: 1000, maxQueued: 50_000, now },
     logger,
   );
   const refusals = new RefusalCounter(logger);
@@ -254,7 +254,7 @@ export async function startServer(
       submitRatePerMinute: config.submitRatePerMinute,
       pollIntervalMs: config.pollIntervalMs,
       cerCache: new CerCache(),
-      security: { tokens, refused: refusals.note, now, audit, auditStore: store },
+      security: { tokens, refused: refusals.note, now, audit, auditStore: audit },
       freshResults: new FreshResults(upstream),
       documentOrigins: [new URL(upstreamUrl).origin],
       logger,

@@ -6,7 +6,7 @@
 import type { Logger } from '../log.js';
 import type { AuditRecord } from '../fhir/audit-event.js';
 import { auditRow } from './store/audit-store.js';
-import type { AuditRow } from './store/audit-store.js';
+import type { AuditFilters, AuditRow } from './store/audit-store.js';
 import type { CheckStore } from './store/check-store.js';
 
 export interface AuditOptions {
@@ -28,7 +28,7 @@ export class AuditTrail {
   private dropped = 0;
 
   constructor(
-    private readonly store: Pick<CheckStore, 'insertAuditEvents'>,
+    private readonly store: Pick<CheckStore, 'insertAuditEvents' | 'searchAuditEvents'>,
     private readonly options: AuditOptions,
     private readonly logger: Logger,
   ) {}
@@ -76,6 +76,17 @@ export class AuditTrail {
       }
     });
     return this.writing;
+  }
+
+  /**
+   * The store's search, once everything queued so far is written: a tenant that searches its
+   * trail right after a request finds that request's AuditEvent (on the replica that answered it),
+   * however long the queue would otherwise have waited.
+   */
+  async searchAuditEvents(tenantId: string, filters: AuditFilters, count: number): Promise<AuditRow[]> {
+    if (this.queue.length > 0) await this.flush();
+    else await this.writing;
+    return this.store.searchAuditEvents(tenantId, filters, count);
   }
 
   /** Writes what is queued and stops the timer (shutdown). */
