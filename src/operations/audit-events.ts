@@ -2,9 +2,10 @@
  * Read and search of a tenant's AuditEvents (https://hl7.org/fhir/R4/auditevent.html#search):
  * `entity` (reference: `CoverageEligibilityResponse/{id}`, its absolute URL, or the bare check
  * id), `date` (the `recorded` time, prefixes as in search.html#date), `agent` (the client id or
- * API key id, as a token: `value` or `system|value`), `action` (C R U D E), `_id` and `_count`
- * (default 20, at most 100). Comma = OR; `date` may repeat (AND); another parameter repeated is
- * 400. Newest first. Another tenant's event is 404.
+ * API key id, as a token: `value` or `system|value`), `action` (C R U D E), `_id`, `_count`
+ * (default 20, at most 100) and `_cursor` (set by the `next` link: the events older than the page
+ * before). Comma = OR; `date` may repeat (AND); another parameter repeated is 400. Newest first.
+ * Another tenant's event is 404.
  */
 import type { AuditEvent, Bundle, BundleEntry } from 'fhir/r4.js';
 import type { AuditFilters } from '../checks/store/audit-store.js';
@@ -27,7 +28,9 @@ function toAuditEvent(row: AuditRow): AuditEvent {
 const DEFAULT_COUNT = 20;
 const MAX_COUNT = 100;
 const ACTIONS = new Set(['C', 'R', 'U', 'D', 'E']);
-const KNOWN = new Set(['entity', 'date', 'agent', 'action', '_id', '_count', '_format']);
+const KNOWN = new Set(['entity', 'date', 'agent', 'action', '_id', '_count', '_cursor', '_format']);
+/** A page's cursor: the id of the last event of the page before (32 hex digits, audit-store.ts). */
+const CURSOR = /^[0-9a-f]{32}$/;
 const ID = /^[A-Za-z0-9\-.]{1,64}$/;
 
 /** The most comma-separated values of one parameter (each one more OR in the query). */
@@ -95,6 +98,13 @@ function parse(req: FhirRequest): { filters: AuditFilters; count: number } {
   if (date !== undefined) {
     filters.date = (Array.isArray(date) ? date : [date]).map((d) => dateRange('date', d));
   }
+  const cursor = values(req, '_cursor');
+  if (cursor) {
+    if (cursor.length !== 1 || !CURSOR.test(cursor[0] ?? '')) {
+      throw badRequest('_cursor: give the value of a next link as it is', '_cursor');
+    }
+    filters.before = cursor[0];
+  }
   let count = DEFAULT_COUNT;
   const countRaw = values(req, '_count');
   if (countRaw) {
@@ -113,7 +123,10 @@ export async function searchAuditEvents(
   baseUrl: string,
 ): Promise<FhirAnswer> {
   const { filters, count } = parse(req);
-  const rows = count === 0 ? [] : await store.searchAuditEvents(req.tenant.id, filters, count);
+  // One more than the page: whether there is a next page, without a count of all matches.
+  const found = count === 0 ? [] : await store.searchAuditEvents(req.tenant.id, filters, count + 1);
+  const rows = found.slice(0, count);
+  const last = rows.at(-1);
   const entry: BundleEntry[] = rows.map((row) => ({
     fullUrl: `${baseUrl}/fhir/AuditEvent/${row.id}`,
     resource: toAuditEvent(row),
@@ -125,16 +138,23 @@ export async function searchAuditEvents(
     link: [{ relation: 'self', url: `${baseUrl}/fhir/AuditEvent${appliedQuery(req)}` }],
     entry,
   };
+  // Paging by the last id seen, not by offset: events recorded meanwhile neither repeat nor push
+  // others off a page (https://hl7.org/fhir/R4/http.html#paging: the links are the server's own).
+  if (last && found.length > count) {
+    bundle.link?.push({ relation: 'next', url: `${baseUrl}/fhir/AuditEvent${appliedQuery(req, last.id)}` });
+  }
   return { status: 200, body: bundle };
 }
 
 /** The parameters this search applied, for its self link (unknown ones were ignored: left out). */
-function appliedQuery(req: FhirRequest): string {
+function appliedQuery(req: FhirRequest, cursor?: string): string {
   const applied = new URLSearchParams();
   for (const [name, value] of Object.entries(req.query)) {
     if (!KNOWN.has(name) || name === '_format' || value === undefined) continue;
+    if (cursor !== undefined && name === '_cursor') continue;
     for (const one of Array.isArray(value) ? value : [value]) applied.append(name, String(one));
   }
+  if (cursor !== undefined) applied.append('_cursor', cursor);
   const text = applied.toString();
   return text ? `?${text}` : '';
 }

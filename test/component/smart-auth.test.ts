@@ -437,12 +437,46 @@ describe('AuditEvent', () => {
       // Each repeat of date is one more condition, each comma one more alternative: bounded.
       Array.from({ length: 5 }, () => 'date=ge2020').join('&'),
       `agent=${Array.from({ length: 101 }, (_, i) => `a${i}`).join(',')}`,
+      '_cursor=0',
+      '_cursor=../../etc',
     ]) {
       const res = await request(h.url).get(`/fhir/AuditEvent?${bad}`).set(bearer);
       expect(res.status, bad).toBe(400);
       expectValidFhir(res.body);
       expect((res.body as OperationOutcome).issue[0]?.expression?.length, bad).toBeGreaterThan(0);
     }
+  });
+
+  it('pages the trail by next links: every event once, newest first, none lost to new ones', async () => {
+    const token = await accessToken(h.url, tokenUrl, 'engine-rs', rsKey, FULL);
+    const bearer = { Authorization: `Bearer ${token}` };
+    const created = await submit(token, '784-1990-0000002-1');
+    const path = new URL(String(created.headers.location)).pathname;
+    const entity = path.replace('/fhir/', '');
+    for (let i = 0; i < 6; i += 1) await request(h.url).get(path).set(bearer);
+    // The search writes the queued events first: all seven are there at once.
+    const all = await request(h.url).get(`/fhir/AuditEvent?entity=${entity}&_count=100`).set(bearer);
+    const expected = ((all.body as Bundle).entry ?? []).map((e) => String(e.resource?.id));
+    expect(expected).toHaveLength(7);
+
+    const seen: string[] = [];
+    let next: string | undefined = `/fhir/AuditEvent?entity=${entity}&_count=3`;
+    let pages = 0;
+    while (next) {
+      const res = await request(h.url).get(next).set(bearer);
+      expect(res.status).toBe(200);
+      const bundle = res.body as Bundle;
+      expectValidFhir(bundle);
+      seen.push(...(bundle.entry ?? []).map((e) => String(e.resource?.id)));
+      pages += 1;
+      // A read between pages is a newer event: it must not shift the pages still to come.
+      if (pages === 1) await request(h.url).get(path).set(bearer);
+      const link = bundle.link?.find((l) => l.relation === 'next')?.url;
+      next = link === undefined ? undefined : new URL(link).pathname + new URL(link).search;
+      if (next) expect(next).toContain(`entity=${encodeURIComponent(entity)}`);
+    }
+    expect(pages).toBe(3);
+    expect(seen).toEqual(expected);
   });
 
   it('counts refused authentication in the log, without the credential', async () => {

@@ -36,6 +36,11 @@ export function auditRow(record: AuditRecord, recordedAt: number): AuditRow {
   return { id, recordedAt, record };
 }
 
+/** The recording time at the start of an id (see auditRow). */
+export function recordedAtOf(id: string): number {
+  return Number.parseInt(id.slice(0, 12), 16);
+}
+
 function* one(sql: string, params: readonly unknown[] = []): Work<Result> {
   return yield { sql, params };
 }
@@ -140,6 +145,11 @@ export function* searchingAudit(tenantId: string, filters: AuditFilters, count: 
     if (range.before !== undefined) parts.push(`recorded_at < ${bind(range.before)}`);
     if (parts.length === 0) continue;
     where.push(range.not ? `NOT (${parts.join(' AND ')})` : `(${parts.join(' AND ')})`);
+  }
+  if (filters.before !== undefined) {
+    // The id begins with the recording time, so everything before it in (recorded_at, id) order
+    // is at or before that time: the time bound keeps the search on the index's range.
+    where.push(`recorded_at <= ${bind(recordedAtOf(filters.before))} AND id < ${bind(filters.before)}`);
   }
   const { rows } = yield* one(
     `SELECT ${AUDIT_COLUMNS.join(', ')} FROM audit_events WHERE ${where.join(' AND ')}

@@ -269,6 +269,8 @@ export interface AuditFilters {
   agent?: string[];
   action?: string[];
   date?: DateRange[];
+  /** Only events older than this one (its id), in the search's order: the next page. */
+  before?: string;
 }
 
 export interface CheckStore {
