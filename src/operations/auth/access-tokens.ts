@@ -11,7 +11,7 @@ import { randomUUID } from 'node:crypto';
 import { createLocalJWKSet, exportJWK, generateKeyPair, importJWK, jwtVerify, SignJWT } from 'jose';
 import type { CryptoKey, JSONWebKeySet, JWK, JWTPayload } from 'jose';
 import type { Tenant } from '../../config.js';
-import { parseScopes, type Scope } from './scopes.js';
+import { grantScopes, parseScope, parseScopes, type Scope } from './scopes.js';
 
 /** Who a verified access token speaks for. */
 export interface TokenPrincipal {
@@ -100,7 +100,8 @@ export class AccessTokens {
   /**
    * Verifies an access token: signature by one of the configured keys, issuer, audience, type and
    * expiry; the tenant and the client must still be in the tenants file (removing a client revokes
-   * its tokens). Null for anything else.
+   * its tokens) and the scopes are cut to what the client is registered for now. Null for anything
+   * else.
    */
   async verify(token: string, nowMs: number): Promise<TokenPrincipal | null> {
     let payload: AccessClaims;
@@ -119,8 +120,14 @@ export class AccessTokens {
     if (typeof payload.tenant !== 'string' || typeof payload.scope !== 'string') return null;
     const tenant = this.tenants.get(payload.tenant);
     const clientId = payload.sub ?? '';
-    if (!tenant?.smartClients?.some((c) => c.clientId === clientId)) return null;
-    return { tenant, clientId, scopes: parseScopes(payload.scope).scopes };
+    const client = tenant?.smartClients?.find((c) => c.clientId === clientId);
+    if (!tenant || !client) return null;
+    // The token's scopes, within what the client is allowed now: a registration narrowed since
+    // the token was issued (and the service restarted with it) takes effect at once, not at expiry.
+    const allowed = client.scopes.flatMap((text) => parseScope(text) ?? []);
+    const scopes = grantScopes(parseScopes(payload.scope).scopes, allowed);
+    if (scopes.length === 0) return null;
+    return { tenant, clientId, scopes };
   }
 }
 
