@@ -1,7 +1,8 @@
 /**
  * The audit trail's writer: `record()` only queues (nothing on the answer's path waits for the
- * store); the queue is written in batches, one transaction each, a moment later. Records beyond
- * the queue's bound are dropped and counted in the log, so a stalled store cannot exhaust memory.
+ * store); the queue is written in batches, one transaction each, a moment later, and a batch the
+ * store refused is kept and written again. Records beyond the queue's bound are dropped and
+ * counted in the log, so a stalled store cannot exhaust memory.
  */
 import type { Logger } from '../log.js';
 import type { AuditRecord } from '../fhir/audit-event.js';
@@ -26,6 +27,7 @@ export class AuditTrail {
   private timer: NodeJS.Timeout | null = null;
   private writing: Promise<void> = Promise.resolve();
   private dropped = 0;
+  private stopped = false;
 
   constructor(
     private readonly store: Pick<CheckStore, 'insertAuditEvents' | 'searchAuditEvents'>,
@@ -59,15 +61,26 @@ export class AuditTrail {
     this.timer.unref();
   }
 
-  /** Writes everything queued so far (in batches); resolves when it is stored. */
+  /**
+   * Writes the records queued when it is called (in batches); resolves when they are stored or,
+   * if the store failed, put back at the head of the queue to be written again a flush interval
+   * later. Records queued meanwhile wait for their own flush: a flush always ends.
+   */
   flush(): Promise<void> {
+    const taken = this.queue.splice(0);
     this.writing = this.writing.then(async () => {
-      while (this.queue.length > 0) {
-        const batch = this.queue.splice(0, this.options.batchSize);
+      for (let start = 0; start < taken.length; start += this.options.batchSize) {
+        const batch = taken.slice(start, start + this.options.batchSize);
         try {
           await this.store.insertAuditEvents(batch);
         } catch (error) {
-          this.logger.error('audit events could not be written', { count: batch.length, error });
+          const unwritten = taken.slice(start);
+          this.logger.error('audit events could not be written; they are kept to be written again', {
+            count: unwritten.length,
+            error,
+          });
+          this.requeue(unwritten);
+          break;
         }
       }
       if (this.dropped > 0) {
@@ -78,21 +91,42 @@ export class AuditTrail {
     return this.writing;
   }
 
-  /**
-   * The store's search, once everything queued so far is written: a tenant that searches its
-   * trail right after a request finds that request's AuditEvent (on the replica that answered it),
-   * however long the queue would otherwise have waited.
-   */
-  async searchAuditEvents(tenantId: string, filters: AuditFilters, count: number): Promise<AuditRow[]> {
-    if (this.queue.length > 0) await this.flush();
-    else await this.writing;
-    return this.store.searchAuditEvents(tenantId, filters, count);
+  /** Puts unwritten records back ahead of newer ones, within the queue's bound (older ones win). */
+  private requeue(rows: AuditRow[]): void {
+    const merged = [...rows, ...this.queue];
+    this.dropped += Math.max(0, merged.length - this.options.maxQueued);
+    this.queue = merged.slice(0, this.options.maxQueued);
+    if (!this.stopped) this.schedule(this.options.flushMs);
   }
 
-  /** Writes what is queued and stops the timer (shutdown). */
+  /**
+   * The store's search, once the records queued when it was asked are written: a tenant that
+   * searches its trail right after a request finds that request's AuditEvent (on the replica that
+   * answered it; another replica writes its own within a flush interval). A next page (`before`)
+   * waits for nothing: what was queued since the first page is newer than any of its rows.
+   */
+  async searchAuditEvents(tenantId: string, filters: AuditFilters, count: number): Promise<AuditRow[]> {
+    const read = () => this.store.searchAuditEvents(tenantId, filters, count);
+    if (filters.before !== undefined) return read();
+    if (filters.ids !== undefined) {
+      // A read by id: the store first, the queue only when it is not there yet.
+      const found = await read();
+      if (found.length > 0 || this.queue.length === 0) return found;
+    }
+    await (this.queue.length > 0 ? this.flush() : this.writing);
+    return read();
+  }
+
+  /** Writes what is queued and stops the timer (shutdown): no retry after a failure then. */
   async stop(): Promise<void> {
+    this.stopped = true;
     if (this.timer) clearTimeout(this.timer);
     this.timer = null;
     await this.flush();
+    if (this.queue.length > 0) {
+      this.logger.error('audit events lost at shutdown: the store did not take them', {
+        count: this.queue.length,
+      });
+    }
   }
 }

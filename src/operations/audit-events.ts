@@ -135,23 +135,31 @@ export async function searchAuditEvents(
   const bundle: Bundle = {
     resourceType: 'Bundle',
     type: 'searchset',
-    link: [{ relation: 'self', url: `${baseUrl}/fhir/AuditEvent${appliedQuery(req)}` }],
+    link: [{ relation: 'self', url: `${baseUrl}/fhir/AuditEvent${appliedQuery(req, count)}` }],
     entry,
   };
   // Paging by the last id seen, not by offset: events recorded meanwhile neither repeat nor push
   // others off a page (https://hl7.org/fhir/R4/http.html#paging: the links are the server's own).
   if (last && found.length > count) {
-    bundle.link?.push({ relation: 'next', url: `${baseUrl}/fhir/AuditEvent${appliedQuery(req, last.id)}` });
+    bundle.link?.push({
+      relation: 'next',
+      url: `${baseUrl}/fhir/AuditEvent${appliedQuery(req, count, last.id)}`,
+    });
   }
   return { status: 200, body: bundle };
 }
 
 /** The parameters this search applied, for its self link (unknown ones were ignored: left out). */
-function appliedQuery(req: FhirRequest, cursor?: string): string {
+function appliedQuery(req: FhirRequest, count: number, cursor?: string): string {
   const applied = new URLSearchParams();
   for (const [name, value] of Object.entries(req.query)) {
     if (!KNOWN.has(name) || name === '_format' || value === undefined) continue;
     if (cursor !== undefined && name === '_cursor') continue;
+    // The count applied (at most MAX_COUNT), not the one asked.
+    if (name === '_count') {
+      applied.append(name, String(count));
+      continue;
+    }
     for (const one of Array.isArray(value) ? value : [value]) applied.append(name, String(one));
   }
   if (cursor !== undefined) applied.append('_cursor', cursor);

@@ -249,9 +249,10 @@ export function capabilityStatement(
         { name: 'agent', type: 'token', documentation: 'The SMART client id or the API key id (key-...)' },
         { name: 'action', type: 'token', documentation: 'C R U D E' },
         { name: '_id', type: 'token' },
+        { name: '_count', type: 'number', documentation: 'At most 100 (default 20)' },
       ],
       documentation:
-        "The tenant's audit trail (IHE BALP): each $submit, read and search, and each refusal for a missing scope; newest first. Needs system/AuditEvent.rs.",
+        "The tenant's audit trail (IHE BALP): each $submit, read and search, and each refusal for a missing scope; newest first, _count up to 100, a next link while there is more (its _cursor is the last id of the page before). Needs system/AuditEvent.rs.",
     });
   }
   return {

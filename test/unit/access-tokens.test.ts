@@ -51,4 +51,21 @@ describe('AccessTokens.verify', () => {
     // And expiry still holds.
     expect(await before.verify(token, NOW + 301_000)).toBeNull();
   });
+
+  it('narrows v1 and wildcard scopes the same way', async () => {
+    const { privateKey } = await generateKeyPair('ES384', { extractable: true });
+    const keys = [{ ...(await exportJWK(privateKey)), alg: 'ES384', kid: 'k2' }];
+    const wide = await service(keys, tenantWith(['system/*.read']));
+    const token = await wide.sign('clinic-a', 'engine', 'system/*.read', NOW);
+    // Registered now for CER read and search only: the wildcard token keeps just that.
+    const narrowed = await service(keys, tenantWith(['system/CoverageEligibilityResponse.rs']));
+    expect((await narrowed.verify(token, NOW))?.scopes.map((s) => s.text)).toEqual([
+      'system/CoverageEligibilityResponse.rs',
+    ]);
+    // A token for one type, the registration widened to a wildcard: the token stays as it was.
+    const one = await narrowed.sign('clinic-a', 'engine', 'system/CoverageEligibilityResponse.rs', NOW);
+    expect((await wide.verify(one, NOW))?.scopes.map((s) => s.text)).toEqual([
+      'system/CoverageEligibilityResponse.rs',
+    ]);
+  });
 });

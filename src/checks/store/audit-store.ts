@@ -3,7 +3,7 @@
  * the `jti` of client assertions (replay protection shared by every replica) and AuditEvent rows.
  * Run by SqlStore on either database, like the rest of the store.
  */
-import { randomBytes } from 'node:crypto';
+import { randomFillSync } from 'node:crypto';
 import type { AuditAction, AuditOutcome, AuditRecord } from '../../fhir/audit-event.js';
 import type { AuditFilters, AuditRow } from './check-store.js';
 
@@ -17,22 +17,24 @@ function timePrefix(epochMs: number): string {
   return Math.max(0, Math.floor(epochMs)).toString(16).padStart(12, '0');
 }
 
-/**
- * The random part of this process's ids: 48 bits drawn once at start-up. Replicas and restarts
- * each draw their own, and the counter below tells this process's ids apart.
- */
-const processPart = randomBytes(6).toString('hex');
-let counter = 0;
+/** Random bytes drawn in bulk: 10 per id, refilled when used up (one draw per 512 ids). */
+const RANDOM_BYTES = 10;
+const pool = Buffer.alloc(RANDOM_BYTES * 512);
+let poolAt = pool.length;
 
 /**
  * A record as it is stored: its id and time (the AuditEvent is built from it when read). The id is
- * 32 hex digits: the recording time (12), this process's random part (12) and a counter (8), so new
- * rows go to the end of the primary key, the retention purge is a range of it, and ids are unique
- * without a random draw per event (a draw and its formatting cost more than the counter).
+ * 32 hex digits, the recording time (12) then 80 random bits (20): new rows go to the end of the
+ * primary key and the retention purge is a range of it. Random, not a counter: a counter would
+ * show a tenant, between two of its own ids, how many requests the other tenants made.
  */
 export function auditRow(record: AuditRecord, recordedAt: number): AuditRow {
-  counter = (counter + 1) % 0x1_0000_0000;
-  const id = `${timePrefix(recordedAt)}${processPart}${counter.toString(16).padStart(8, '0')}`;
+  if (poolAt + RANDOM_BYTES > pool.length) {
+    randomFillSync(pool);
+    poolAt = 0;
+  }
+  const id = `${timePrefix(recordedAt)}${pool.toString('hex', poolAt, poolAt + RANDOM_BYTES)}`;
+  poolAt += RANDOM_BYTES;
   return { id, recordedAt, record };
 }
 
@@ -147,9 +149,10 @@ export function* searchingAudit(tenantId: string, filters: AuditFilters, count: 
     where.push(range.not ? `NOT (${parts.join(' AND ')})` : `(${parts.join(' AND ')})`);
   }
   if (filters.before !== undefined) {
-    // The id begins with the recording time, so everything before it in (recorded_at, id) order
-    // is at or before that time: the time bound keeps the search on the index's range.
-    where.push(`recorded_at <= ${bind(recordedAtOf(filters.before))} AND id < ${bind(filters.before)}`);
+    // After the cursor in the order (recorded_at, id) descending; the time bound keeps the search
+    // on the index's range (the id begins with its recording time, so the cursor gives it).
+    const at = bind(recordedAtOf(filters.before));
+    where.push(`recorded_at <= ${at} AND (recorded_at < ${at} OR id < ${bind(filters.before)})`);
   }
   const { rows } = yield* one(
     `SELECT ${AUDIT_COLUMNS.join(', ')} FROM audit_events WHERE ${where.join(' AND ')}

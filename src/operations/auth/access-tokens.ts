@@ -32,6 +32,8 @@ const TOKEN_TYPE = 'at+jwt';
 export class AccessTokens {
   private readonly verifyKeys: ReturnType<typeof createLocalJWKSet>;
   private readonly algorithms: string[];
+  /** Each registered client's allowed scopes, parsed once: tenant id, newline, client id. */
+  private readonly allowed = new Map<string, Scope[]>();
 
   private constructor(
     private readonly signing: { key: CryptoKey | Uint8Array; alg: string; kid: string },
@@ -42,6 +44,14 @@ export class AccessTokens {
     private readonly tenants: ReadonlyMap<string, Tenant>,
   ) {
     this.verifyKeys = createLocalJWKSet(publicKeys);
+    for (const tenant of tenants.values()) {
+      for (const client of tenant.smartClients ?? []) {
+        this.allowed.set(
+          `${tenant.id}\n${client.clientId}`,
+          client.scopes.flatMap((text) => parseScope(text) ?? []),
+        );
+      }
+    }
     this.algorithms = [...new Set(publicKeys.keys.map((k) => String(k.alg)))];
   }
 
@@ -120,11 +130,10 @@ export class AccessTokens {
     if (typeof payload.tenant !== 'string' || typeof payload.scope !== 'string') return null;
     const tenant = this.tenants.get(payload.tenant);
     const clientId = payload.sub ?? '';
-    const client = tenant?.smartClients?.find((c) => c.clientId === clientId);
-    if (!tenant || !client) return null;
-    // The token's scopes, within what the client is allowed now: a registration narrowed since
-    // the token was issued (and the service restarted with it) takes effect at once, not at expiry.
-    const allowed = client.scopes.flatMap((text) => parseScope(text) ?? []);
+    const allowed = this.allowed.get(`${payload.tenant}\n${clientId}`);
+    if (!tenant || !allowed) return null;
+    // The token's scopes, within what the client is registered for now: a registration narrowed
+    // since the token was issued (a restart with the new tenants file) narrows it at once.
     const scopes = grantScopes(parseScopes(payload.scope).scopes, allowed);
     if (scopes.length === 0) return null;
     return { tenant, clientId, scopes };
