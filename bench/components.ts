@@ -87,6 +87,8 @@ function newCheck(tenantId: string): NewCheck {
 /** The store calls of one check as the lifecycle makes them, the answer coming on the first poll. */
 async function storeLifecycle(store: CheckStore, tenantId: string): Promise<void> {
   const { check } = await store.insert(newCheck(tenantId));
+  // A claim reads the row without its documents; the start step and the poll that maps the
+  // answer read them, as the lifecycle does.
   const claim = async (round: string): Promise<Check> => {
     const [claimed] = await store.claimDue({
       owner: round,
@@ -96,7 +98,9 @@ async function storeLifecycle(store: CheckStore, tenantId: string): Promise<void
       maxInFlight: () => 100,
     });
     if (!claimed || claimed.id !== check.id) throw new Error('claimed another check');
-    return claimed;
+    const documents = await store.documents(claimed.id);
+    if (!documents) throw new Error('documents gone');
+    return { ...claimed, ...documents };
   };
   const first = await claim(`bench:${check.id}:1`);
   const creating = await store.update(
