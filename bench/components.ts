@@ -1,7 +1,8 @@
 /**
  * Where figures 1 and 3's CPU goes, part by part, in this process (no HTTP): the store calls
  * one single-payer check makes (insert, two claims, the writes of the create and poll steps)
- * and the store's part of an unchanged poll, on SQLite and on PostgreSQL; the validation of a
+ * (one check at a time, and 25 at a time as the service runs them: storeGroupedChecks) and the
+ * store's part of an unchanged poll, on SQLite and on PostgreSQL; the validation of a
  * $submit body; the reading and mapping of a found-eligible answer. CPU time from
  * process.cpuUsage (user + sys) of this process only, after a warm-up.
  *
@@ -87,6 +88,8 @@ function newCheck(tenantId: string): NewCheck {
 /** The store calls of one check as the lifecycle makes them, the answer coming on the first poll. */
 async function storeLifecycle(store: CheckStore, tenantId: string): Promise<void> {
   const { check } = await store.insert(newCheck(tenantId));
+  // A claim reads the row without its documents; the start step and the poll that maps the
+  // answer read them, as the lifecycle does.
   const claim = async (round: string): Promise<Check> => {
     const [claimed] = await store.claimDue({
       owner: round,
@@ -96,7 +99,9 @@ async function storeLifecycle(store: CheckStore, tenantId: string): Promise<void
       maxInFlight: () => 100,
     });
     if (!claimed || claimed.id !== check.id) throw new Error('claimed another check');
-    return claimed;
+    const documents = await store.documents(claimed.id);
+    if (!documents) throw new Error('documents gone');
+    return { ...claimed, ...documents };
   };
   const first = await claim(`bench:${check.id}:1`);
   const creating = await store.update(
@@ -135,6 +140,87 @@ async function storeLifecycle(store: CheckStore, tenantId: string): Promise<void
     second,
     { release: true },
   );
+}
+
+/**
+ * The store calls of checks run as the service runs them: 25 at a time, so their writes share
+ * the group commits of SQLite and each round claims them together (storeLifecycle runs one check
+ * at a time, every write its own commit). The answer is mapped once, outside the measurement.
+ */
+async function storeGroupedChecks(store: CheckStore, count: number): Promise<number> {
+  const group = 25;
+  const envelope = envelopeSchema.parse(JSON.parse(envelopeJson));
+  const cer = mapEnvelope(envelope, context(randomUUID()));
+  let clock = Date.now();
+  let round = 0;
+  const claimAll = async (): Promise<{ owner: string; checks: Check[] }> => {
+    round += 1;
+    const owner = `bench-group:${round}`;
+    const claimed = await store.claimDue({
+      owner,
+      now: clock,
+      leaseMs: 60_000,
+      limit: group,
+      maxInFlight: () => 1000,
+    });
+    if (claimed.length !== group) throw new Error(`claimed ${claimed.length} of ${group}`);
+    // The steps read the documents, as the start step and the poll that maps the answer do.
+    const checks = await Promise.all(
+      claimed.map(async (check) => ({ ...check, ...(await store.documents(check.id))! })),
+    );
+    return { owner, checks };
+  };
+  const oneGroup = async (): Promise<void> => {
+    await Promise.all(
+      Array.from({ length: group }, (_, i) =>
+        store.insert({ ...newCheck(`tenant-${i % 10}`), nextRunAt: 0 }),
+      ),
+    );
+    clock += 10;
+    const started = await claimAll();
+    await Promise.all(
+      started.checks.map(async (check) => {
+        const creating = await store.update(check.id, started.owner, { state: 'creating' }, clock, check);
+        if (!creating) throw new Error('lost');
+        const patch = {
+          state: 'polling',
+          upstreamTaskId: 'task-1',
+          upstreamStatus: 'IN_QUEUE',
+          tasksCreated: 1,
+        } as const;
+        await store.update(check.id, started.owner, { ...patch, nextRunAt: clock + 5 }, clock, creating, {
+          release: true,
+        });
+      }),
+    );
+    clock += 10;
+    const polled = await claimAll();
+    await Promise.all(
+      polled.checks.map((check) =>
+        store.update(
+          check.id,
+          polled.owner,
+          {
+            state: 'done',
+            envelope,
+            upstreamStatus: envelope.status,
+            cer,
+            outcome: cer.outcome,
+            answer: { status: 200 },
+          },
+          clock,
+          check,
+          { release: true, final: true },
+        ),
+      ),
+    );
+  };
+  for (let i = 0; i < 8; i += 1) await oneGroup(); // warm-up
+  const before = process.cpuUsage();
+  let done = 0;
+  for (; done < count; done += group) await oneGroup();
+  const used = process.cpuUsage(before);
+  return Number(((used.user + used.system) / 1000 / done).toFixed(4));
 }
 
 /**
@@ -220,6 +306,7 @@ for (const kind of (process.env.BENCH_STORES ?? 'sqlite,postgres').split(',')) {
     results[`storeLifecycle_${kind}_Ms`] = await perIteration(CHECKS, () =>
       storeLifecycle(store, `tenant-${(n += 1) % 10}`),
     );
+    results[`storeGroupedChecks_${kind}_Ms`] = await storeGroupedChecks(store, CHECKS);
     results[`storeUnchangedPoll_${kind}_Ms`] = await storeUnchangedPolls(store);
   } finally {
     await store.close();

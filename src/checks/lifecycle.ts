@@ -33,7 +33,7 @@ import type { AdapterErrorCode } from '../mapping/response/adapter-errors.js';
 import { isAnswered } from './store/check-store.js';
 import { guardRefusal, openGuard, openSearchAllGuards } from './guards.js';
 import type { Slots } from './slots.js';
-import type { Check, CheckPatch, CheckStore } from './store/check-store.js';
+import type { Check, CheckPatch, CheckStore, ClaimedCheck } from './store/check-store.js';
 import { describeFailure } from '../upstream/port.js';
 import type { UpstreamFailure, UpstreamPort } from '../upstream/port.js';
 import type { PayerDurationBook } from './payer-durations.js';
@@ -94,7 +94,7 @@ const MAX_UNREADABLE_POLLS = 3;
 const ABANDON_AFTER_TIMEOUTS = 6;
 
 /** The check's timeout (CHECK_TIMEOUT_MS or SEARCH_ALL_TIMEOUT_MS). */
-function timeoutOf(check: Check, deps: LifecycleDeps): number {
+function timeoutOf(check: Pick<Check, 'isSearchAll'>, deps: LifecycleDeps): number {
   return deps.timeoutMs(check.isSearchAll);
 }
 
@@ -130,23 +130,32 @@ function sameCer(a: CoverageEligibilityResponse, b: CoverageEligibilityResponse)
   return strip(a) === strip(b);
 }
 
-/** Performs the next step of a check this replica holds the lease on, then releases it. */
-export async function advanceCheck(check: Check, lifecycle: LifecycleDeps): Promise<void> {
+/**
+ * Performs the next step of a check this replica holds the lease on, then releases it. The claim
+ * read the row without its documents; a step that starts a task or maps an answer reads them
+ * (withDocuments), a poll that sees the same answer as the last never does.
+ */
+export async function advanceCheck(check: ClaimedCheck, lifecycle: LifecycleDeps): Promise<void> {
   const deps: StepDeps = { ...lifecycle, released: false };
   try {
     switch (check.state) {
-      case 'starting':
-        await startCheck(check, deps);
+      case 'starting': {
+        const full = await withDocuments(check, deps);
+        if (full) await startCheck(full, deps);
         break;
-      case 'creating':
-        if (check.outcome !== 'queued') {
+      }
+      case 'creating': {
+        const full = await withDocuments(check, deps);
+        if (!full) break;
+        if (full.outcome !== 'queued') {
           // The slot hold of an ambiguous create-task is over.
-          await write(check, deps, { state: 'done' }, 'ambiguous create-task: slot hold over');
+          await write(full, deps, { state: 'done' }, 'ambiguous create-task: slot hold over');
           break;
         }
         // Found in `creating` with an expired lease: a replica died while create-task was out.
-        await holdAmbiguous(check, deps);
+        await holdAmbiguous(full, deps);
         break;
+      }
       case 'polling':
         await pollCheck(check, deps);
         break;
@@ -163,6 +172,25 @@ export async function advanceCheck(check: Check, lifecycle: LifecycleDeps): Prom
   }
 }
 
+/** Whether a check carries its documents (read in full, or loaded by withDocuments). */
+function hasDocuments(check: ClaimedCheck | Check): check is Check {
+  return 'request' in check;
+}
+
+/** The check with its documents, read now when the claim did not; null when the row is gone. */
+async function withDocuments(check: ClaimedCheck | Check, deps: StepDeps): Promise<Check | null> {
+  if (hasDocuments(check)) return check;
+  const documents = await deps.store.documents(check.id);
+  if (!documents) {
+    deps.logger.warn('check gone; step dropped', { checkId: check.id });
+    return null;
+  }
+  return { ...check, ...documents };
+}
+
+/** What a step may write without the check's documents: the schedule of its next poll. */
+type SchedulePatch = Pick<CheckPatch, 'nextRunAt' | 'pollFailures' | 'taskPolls' | 'taskStartedAt'>;
+
 /** The dependencies of one step, and what the step has done so far. */
 interface StepDeps extends LifecycleDeps {
   /** The step's last write dropped the lease (see write). */
@@ -174,9 +202,24 @@ interface StepDeps extends LifecycleDeps {
  * (`state: done`) is the step's last write: it drops the lease in the same statement, which saves
  * one write transaction per step (bench/README.md, figure 1).
  */
-async function write(check: Check, deps: StepDeps, patch: CheckPatch, why: string): Promise<Check | null> {
-  if (patch.cer && sameCer(patch.cer, check.cer)) delete patch.cer;
+async function write(check: Check, deps: StepDeps, patch: CheckPatch, why: string): Promise<Check | null>;
+async function write(
+  check: ClaimedCheck,
+  deps: StepDeps,
+  patch: SchedulePatch,
+  why: string,
+): Promise<ClaimedCheck | null>;
+async function write(
+  check: ClaimedCheck | Check,
+  deps: StepDeps,
+  patch: CheckPatch,
+  why: string,
+): Promise<ClaimedCheck | null> {
+  const documents = hasDocuments(check) ? check : null;
+  if (patch.cer && documents && sameCer(patch.cer, documents.cer)) delete patch.cer;
   if (patch.state !== undefined || patch.outcome !== undefined) {
+    // (Typed out: only a check with its documents is written a new state or outcome.)
+    if (!documents) throw new Error("a state change written without the check's documents");
     // The answer is decided here, once, when the check becomes answered (done, or an error while
     // its slot is held), and stored with it: $submit and the async status read it as it is.
     const answered = isAnswered({
@@ -184,7 +227,7 @@ async function write(check: Check, deps: StepDeps, patch: CheckPatch, why: strin
       outcome: patch.outcome ?? check.outcome,
     });
     const envelope = 'envelope' in patch ? patch.envelope : check.envelope;
-    patch.answer = answered ? decideAnswer(patch.cer ?? check.cer, envelope, check.isSearchAll) : null;
+    patch.answer = answered ? decideAnswer(patch.cer ?? documents.cer, envelope, check.isSearchAll) : null;
   }
   const token = check.leaseOwner ?? deps.owner;
   const release = patch.nextRunAt !== undefined || patch.state === 'done';
@@ -213,7 +256,13 @@ async function write(check: Check, deps: StepDeps, patch: CheckPatch, why: strin
   return updated;
 }
 
-async function finishWithAdapterError(check: Check, deps: StepDeps, code: AdapterErrorCode): Promise<void> {
+async function finishWithAdapterError(
+  claimed: ClaimedCheck | Check,
+  deps: StepDeps,
+  code: AdapterErrorCode,
+): Promise<void> {
+  const check = await withDocuments(claimed, deps);
+  if (!check) return;
   const row = adapterError(code);
   const cer = adapterErrorCer(contextOf(check, deps), { code, text: row.text });
   // envelope cleared: an earlier task's envelope (before a retry) must not decide the answer.
@@ -342,7 +391,7 @@ async function holdAmbiguous(check: Check, deps: StepDeps): Promise<void> {
   deps.onEvent?.({ type: 'done', tenantId: check.tenantId, outcome: 'ambiguous-create' });
 }
 
-async function pollCheck(check: Check, deps: StepDeps): Promise<void> {
+async function pollCheck(check: ClaimedCheck, deps: StepDeps): Promise<void> {
   const tenant = deps.tenant(check.tenantId);
   if (!tenant || !check.upstreamTaskId) {
     await finishWithAdapterError(check, deps, 'task-lost');
@@ -363,7 +412,7 @@ async function pollCheck(check: Check, deps: StepDeps): Promise<void> {
   await onEnvelope(check, deps, result.value);
 }
 
-async function onPollFailure(check: Check, deps: StepDeps, error: UpstreamFailure): Promise<void> {
+async function onPollFailure(check: ClaimedCheck, deps: StepDeps, error: UpstreamFailure): Promise<void> {
   const now = deps.now();
   if (error.kind === 'http' && error.status === 404 && now >= check.deadlineAt) {
     await finishWithAdapterError(check, deps, 'task-lost');
@@ -389,34 +438,41 @@ async function onPollFailure(check: Check, deps: StepDeps, error: UpstreamFailur
     deps.pollIntervalMs * 2 ** Math.min(failures - 1, 6),
     Math.max(MAX_POLL_BACKOFF_MS, deps.pollIntervalMs),
   );
-  const patch: CheckPatch = {
+  const patch: SchedulePatch = {
     pollFailures: failures,
     nextRunAt: now + Math.max(delay, deps.pollIntervalMs, adaptive(deps)?.minGapMs ?? 0),
     ...(adaptive(deps) ? { taskPolls: check.taskPolls + 1 } : {}),
   };
   if (now >= check.deadlineAt && check.outcome === 'queued') {
-    patch.cer = stillCheckingCer(contextOf(check, deps), parsedEnvelope(check));
+    // Past the timeout the CER says the check is still running: that needs its documents.
+    const full = await withDocuments(check, deps);
+    if (!full) return;
+    const cer = stillCheckingCer(contextOf(full, deps), parsedEnvelope(full));
+    await write(full, deps, { ...patch, cer }, 'poll failed: backoff');
+    return;
   }
   await write(check, deps, patch, 'poll failed: backoff');
 }
 
 /** When a check still not finished is given up: ABANDON_AFTER_TIMEOUTS timeouts after its start. */
-function abandonAt(check: Check, deps: LifecycleDeps): number {
+function abandonAt(check: ClaimedCheck, deps: LifecycleDeps): number {
   return check.deadlineAt + (ABANDON_AFTER_TIMEOUTS - 1) * timeoutOf(check, deps);
 }
 
-function parsedEnvelope(check: Check): Envelope | undefined {
+function parsedEnvelope(check: ClaimedCheck): Envelope | undefined {
   const parsed = envelopeSchema.safeParse(check.envelope);
   return parsed.success ? parsed.data : undefined;
 }
 
-async function onEnvelope(check: Check, deps: StepDeps, envelope: Envelope): Promise<void> {
+async function onEnvelope(check: ClaimedCheck, deps: StepDeps, envelope: Envelope): Promise<void> {
   const now = deps.now();
   const late = now >= check.deadlineAt;
   if (check.isSearchAll && late && isTerminalStatus(envelope.status) && !isFinished(envelope, true)) {
     // The dispatching task is over but no completion rule held by the timeout: what answered is
     // the answer (completion never promised every payer, docs/upstream.md "Search-all status").
-    await finish(check, deps, envelope, { ...envelope, search_all_status: 'SEARCH_ALL_COMPLETE' }, true);
+    const full = await withDocuments(check, deps);
+    if (!full) return;
+    await finish(full, deps, envelope, { ...envelope, search_all_status: 'SEARCH_ALL_COMPLETE' }, true);
     return;
   }
   if (!isFinished(envelope, check.isSearchAll)) {
@@ -445,9 +501,11 @@ async function onEnvelope(check: Check, deps: StepDeps, envelope: Envelope): Pro
       );
       return;
     }
-    const ctx = contextOf(check, deps);
+    const full = await withDocuments(check, deps);
+    if (!full) return;
+    const ctx = contextOf(full, deps);
     await write(
-      check,
+      full,
       deps,
       {
         envelope,
@@ -465,7 +523,9 @@ async function onEnvelope(check: Check, deps: StepDeps, envelope: Envelope): Pro
     );
     return;
   }
-  await finish(check, deps, envelope, envelope);
+  const full = await withDocuments(check, deps);
+  if (!full) return;
+  await finish(full, deps, envelope, envelope);
   // After the final write, so the answer does not wait for it (the previous envelope is still the
   // one `check` holds).
   await learnDurations(check, deps, envelope);
@@ -483,7 +543,7 @@ function adaptive(deps: LifecycleDeps): PollSettings | undefined {
  * at the fixed cadence (their end depends on many payers, not one).
  */
 async function nextPoll(
-  check: Check,
+  check: ClaimedCheck,
   deps: LifecycleDeps,
   envelope: Envelope | null,
   step: 'created' | 'polled',
@@ -548,7 +608,7 @@ const LEARNED_OUTCOMES: ReadonlySet<OutcomeKey> = new Set<OutcomeKey>([
 const MIN_LEARNED_MS = 100;
 
 /** An ended task's durations join its payer's history (adaptive polling; single-payer tasks). */
-async function learnDurations(check: Check, deps: LifecycleDeps, envelope: Envelope): Promise<void> {
+async function learnDurations(check: ClaimedCheck, deps: LifecycleDeps, envelope: Envelope): Promise<void> {
   if (!adaptive(deps) || !deps.polling || check.isSearchAll) return;
   if (!LEARNED_OUTCOMES.has(outcomeKey(envelope, false))) return;
   const last = parsedEnvelope(check) ?? null;

@@ -17,6 +17,7 @@ import type {
   CheckState,
   CheckStore,
   ClaimOptions,
+  ClaimedCheck,
   NewCheck,
   SearchPage,
 } from '../../src/checks/store/check-store.js';
@@ -113,8 +114,17 @@ async function insertAll(store: CheckStore, specs: CheckSpec[]): Promise<Check[]
   return checks;
 }
 
+/** A claimed check with its documents, read as the lifecycle reads them when a step needs them. */
+async function withDocuments(store: CheckStore, claimed: ClaimedCheck | undefined): Promise<Check> {
+  if (!claimed) throw new Error('nothing claimed');
+  const documents = await store.documents(claimed.id);
+  if (!documents) throw new Error(`no documents for ${claimed.id}`);
+  return { ...claimed, ...documents };
+}
+
 /** Finishes a claimed check the way the lifecycle does: final CER, then drop the lease. */
-async function finish(store: CheckStore, check: Check, owner: string, now: number): Promise<void> {
+async function finish(store: CheckStore, claimed: ClaimedCheck, owner: string, now: number): Promise<void> {
+  const check = await withDocuments(store, claimed);
   const done = await store.update(
     check.id,
     owner,
@@ -281,7 +291,10 @@ describe.each([sqliteBackend(), postgresBackend()])('CheckStore on $name', (back
     const [claimed] = await store.claimDue(claimOptions('owner-a', T0));
     expect(claimed?.id).toBe(check.id);
     expect(await store.update(check.id, 'owner-b', { pollFailures: 1 }, T0 + 1)).toBeNull();
-    expect(await store.get(check.tenantId, check.id)).toEqual(claimed);
+    // The claim reads the row without its documents; with them it is the row as stored.
+    expect(claimed).not.toHaveProperty('cer');
+    expect(claimed).not.toHaveProperty('request');
+    expect(await store.get(check.tenantId, check.id)).toEqual(await withDocuments(store, claimed));
     // After the lease ran out the holder may still write while nobody claimed the check since...
     const late = await store.update(check.id, 'owner-a', { pollFailures: 0 }, T0 + LEASE_MS);
     expect(late?.pollFailures).toBe(0);
@@ -475,18 +488,18 @@ describe.each([sqliteBackend(), postgresBackend()])('CheckStore on $name', (back
   it("update with the caller's copy returns exactly what a read gives, without reading it back", async () => {
     const store = await storeOn();
     await insertAll(store, [{}]);
-    const [claimed] = await store.claimDue(claimOptions('owner-a', T0));
+    const claimed = await withDocuments(store, (await store.claimDue(claimOptions('owner-a', T0)))[0]);
     const withCer = await store.update(
-      claimed!.id,
+      claimed.id,
       'owner-a',
-      { state: 'polling', upstreamTaskId: 'task-9', cer: { ...claimed!.cer, disposition: 'changed' } },
+      { state: 'polling', upstreamTaskId: 'task-9', cer: { ...claimed.cer, disposition: 'changed' } },
       T0 + 7,
       claimed,
     );
-    expect(withCer).toEqual(await store.get(claimed!.tenantId, claimed!.id));
-    const withoutCer = await store.update(claimed!.id, 'owner-a', { pollFailures: 2 }, T0 + 8, withCer!);
-    expect(withoutCer).toEqual(await store.get(claimed!.tenantId, claimed!.id));
-    expect(await store.update(claimed!.id, 'owner-b', { pollFailures: 3 }, T0 + 9, withoutCer!)).toBeNull();
+    expect(withCer).toEqual(await store.get(claimed.tenantId, claimed.id));
+    const withoutCer = await store.update(claimed.id, 'owner-a', { pollFailures: 2 }, T0 + 8, withCer!);
+    expect(withoutCer).toEqual(await store.get(claimed.tenantId, claimed.id));
+    expect(await store.update(claimed.id, 'owner-b', { pollFailures: 3 }, T0 + 9, withoutCer!)).toBeNull();
   });
 
   it('the last write of a step drops the lease in the same statement (release option)', async () => {
@@ -503,7 +516,9 @@ describe.each([sqliteBackend(), postgresBackend()])('CheckStore on $name', (back
     );
     const stored = await store.get(claimed!.tenantId, claimed!.id);
     expect(stored).toMatchObject({ state: 'polling', leaseOwner: null, leaseUntil: null });
-    expect(polling).toEqual(stored);
+    // A claimed check written without a CER stays one without documents; with them it is the row.
+    expect(polling).not.toHaveProperty('cer');
+    expect(await withDocuments(store, polling!)).toEqual(stored);
     // Released: the old holder cannot write again, and the check is claimable when due.
     expect(await store.update(claimed!.id, 'owner-a', { pollFailures: 1 }, T0 + 2, polling!)).toBeNull();
     expect((await store.claimDue(claimOptions('owner-b', T0 + 5_000))).map((c) => c.id)).toEqual([
@@ -514,24 +529,24 @@ describe.each([sqliteBackend(), postgresBackend()])('CheckStore on $name', (back
   it('a write from a stale copy of the check never reuses a versionId', async () => {
     const store = await storeOn();
     await insertAll(store, [{}]);
-    const [claimed] = await store.claimDue(claimOptions('owner-a', T0));
+    const claimed = await withDocuments(store, (await store.claimDue(claimOptions('owner-a', T0)))[0]);
     const changed = await store.update(
-      claimed!.id,
+      claimed.id,
       'owner-a',
-      { cer: { ...claimed!.cer, disposition: 'changed' } },
+      { cer: { ...claimed.cer, disposition: 'changed' } },
       T0 + 1,
       claimed,
     );
     expect(changed?.version).toBe(2);
     // `claimed` still says version 1: writing from it would stamp a wrong versionId.
     const stale = await store.update(
-      claimed!.id,
+      claimed.id,
       'owner-a',
-      { cer: { ...claimed!.cer, disposition: 'again' } },
+      { cer: { ...claimed.cer, disposition: 'again' } },
       T0 + 2,
       claimed,
     );
-    const stored = await store.get(claimed!.tenantId, claimed!.id);
+    const stored = await store.get(claimed.tenantId, claimed.id);
     // Refused (the write names the version it was built on): never two CERs under one versionId.
     expect(stale).toBeNull();
     expect(stored?.version).toBe(2);
@@ -847,7 +862,7 @@ describe.each([sqliteBackend(), postgresBackend()])('CheckStore on $name', (back
     await finish(store, claimed.get(older!.id)!, 'o', T0 + 100);
     await finish(store, claimed.get(newer!.id)!, 'o', T0 + 200);
     await finish(store, claimed.get(otherTenant!.id)!, 'o', T0 + 300);
-    const failed = claimed.get(errored!.id)!;
+    const failed = await withDocuments(store, claimed.get(errored!.id));
     await store.update(
       failed.id,
       'o',

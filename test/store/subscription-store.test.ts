@@ -78,12 +78,13 @@ async function finishCheck(
     maxInFlight: () => 1000,
   });
   expect(claimed?.id).toBe(check.id);
+  const full: Check = { ...claimed!, ...(await store.documents(check.id))! };
   const done = await store.update(
     check.id,
     owner,
-    { state: 'done', cer: { ...claimed!.cer, outcome }, outcome, answer: { status: 200 } },
+    { state: 'done', cer: { ...full.cer, outcome }, outcome, answer: { status: 200 } },
     T0 + 1000,
-    claimed,
+    full,
     { release: true, final: true },
   );
   expect(done).not.toBeNull();
@@ -226,12 +227,14 @@ describe.each([sqliteBackend(), postgresBackend()])('SubscriptionStore on $name'
       maxInFlight: () => 100,
     });
     expect(claimed).toHaveLength(20);
+    const cers = new Map<string, CoverageEligibilityResponse>();
+    for (const check of claimed) cers.set(check.id, (await store.documents(check.id))!.cer);
     const results = await Promise.all(
       claimed.map((check, i) =>
         (i % 2 === 0 ? store : other).update(
           check.id,
           'o:1',
-          { state: 'done', cer: { ...check.cer, outcome: 'complete' }, outcome: 'complete' },
+          { state: 'done', cer: { ...cers.get(check.id)!, outcome: 'complete' }, outcome: 'complete' },
           T0 + i,
           check,
           { release: true, final: true },

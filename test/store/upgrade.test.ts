@@ -11,7 +11,7 @@ import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import pg from 'pg';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import type { CheckStore } from '../../src/checks/store/check-store.js';
+import type { Check, CheckStore } from '../../src/checks/store/check-store.js';
 import { openStore } from '../../src/checks/store/open.js';
 import { testDatabaseUrl } from '../support/postgres.js';
 
@@ -267,7 +267,7 @@ describe.each([sqliteBackend(), postgresBackend()])('a $name database of the pre
       [WAITING, 'starting'],
       [POLLING, 'polling'],
     ]);
-    const polling = claimed[1]!;
+    const polling: Check = { ...claimed[1]!, ...(await store.documents(POLLING))! };
     const finished = await store.update(
       POLLING,
       'replica-b:1',

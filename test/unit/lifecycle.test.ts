@@ -432,10 +432,17 @@ describe('lifecycle', () => {
     expect(creates).toBe(1);
   });
 
-  it('a poll with the same answer as the last writes only the next poll; a changed answer writes it and its CER', async () => {
+  it('a poll with the same answer as the last writes only the next poll and reads no document; a changed answer writes it and its CER', async () => {
     const patches: string[][] = [];
+    let documentReads = 0;
     const recording = new Proxy(store, {
       get(target, property, receiver) {
+        if (property === 'documents') {
+          return (...args: Parameters<CheckStore['documents']>) => {
+            documentReads += 1;
+            return target.documents(...args);
+          };
+        }
         if (property === 'update') {
           return (...args: Parameters<CheckStore['update']>) => {
             patches.push(Object.keys(args[2]).sort());
@@ -460,10 +467,13 @@ describe('lifecycle', () => {
     for (let i = 0; i < 4; i += 1) {
       clock += POLL;
       patches.length = 0;
+      documentReads = 0;
       await step(d);
       seen.push(await current(check));
       if (i === 1) expect(patches).toEqual([['nextRunAt']]);
       else expect(patches[0]).toContain('envelope');
+      // The claim reads no documents; only a step that maps an answer reads them, once.
+      expect(documentReads).toBe(i === 1 ? 0 : 1);
     }
     const [first, same, extracting, done] = seen as [Check, Check, Check, Check];
     // The unchanged poll kept the CER (and its version) mapped from the same envelope.

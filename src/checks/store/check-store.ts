@@ -85,6 +85,15 @@ export interface Check {
   taskPolls: number;
 }
 
+/**
+ * The documents of a check: what a step reads only when it starts a task or maps an answer. A
+ * claim does not read them (most polls see the same answer as the last and use none of them:
+ * bench/README.md, figure 3); the step loads them with `documents` when it needs them.
+ */
+export type CheckDocuments = Pick<Check, 'request' | 'upstreamRequest' | 'cer' | 'answer'>;
+/** A claimed check: the row without its documents (the last envelope is kept: a poll compares it). */
+export type ClaimedCheck = Omit<Check, keyof CheckDocuments>;
+
 /** What `insert` needs; the store fills version (1), lease (none), createdAt and updatedAt. */
 export type NewCheck = Omit<
   Check,
@@ -302,7 +311,9 @@ export interface CheckStore {
    * itself; waiting checks start in arrival order (createdAt, then id).
    * PostgreSQL uses FOR UPDATE SKIP LOCKED so replicas never claim the same check.
    */
-  claimDue(options: ClaimOptions): Promise<Check[]>;
+  claimDue(options: ClaimOptions): Promise<ClaimedCheck[]>;
+  /** The documents of a check (request, create-task body, CER, answer); null when it is gone. */
+  documents(id: string): Promise<CheckDocuments | null>;
   /**
    * Applies a patch if the caller holds the latest claim of the check (lease_owner is its claim
    * token), even when the lease has run out but nobody claimed the check since: a slow answer to
@@ -310,18 +321,19 @@ export interface CheckStore {
    * claim took the check (the caller's step is fenced off). With `base` (the check as the caller
    * holds it), the write applies only while the stored version is still base's (else null), and
    * the result is `base` with the patch applied rather than the row read back: the hot path of
-   * polling skips re-reading and re-parsing the documents.
+   * polling skips re-reading and re-parsing the documents (a claimed check without documents
+   * stays one, with the patch's CER and answer added when it has them).
    * With `options.release`, the same statement drops the lease: the step's last write ends the
    * step, so no separate `release` transaction follows it.
    */
-  update(
+  update<T extends ClaimedCheck = Check>(
     id: string,
     owner: string,
     patch: CheckPatch,
     now: number,
-    base?: Check,
+    base?: T,
     options?: UpdateOptions,
-  ): Promise<Check | null>;
+  ): Promise<T | null>;
   /** Drops the caller's lease on a check (graceful shutdown, or after acting on it). */
   release(id: string, owner: string): Promise<void>;
   /** Drops every lease this owner holds. */

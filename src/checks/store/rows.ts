@@ -12,8 +12,10 @@ import type { DurationStats, PayerDurations } from '../poll-schedule.js';
 import type {
   CerOutcome,
   Check,
+  CheckDocuments,
   CheckPatch,
   CheckState,
+  ClaimedCheck,
   Guard,
   GuardKind,
   NewCheck,
@@ -283,14 +285,44 @@ export function outcome(row: Row): CerOutcome {
   return value as CerOutcome;
 }
 
-/** A `checks` row as a Check; `readJson` reads a JSON column as the driver returned it. */
-export function rowToCheck(row: Row, readJson: (value: unknown) => unknown): Check {
-  const json = (column: string): unknown => {
-    const value = row[column];
-    return value === null || value === undefined ? null : readJson(value);
-  };
-  const upstreamRequest = json('upstream_request');
-  if (!isObject(upstreamRequest)) throw new CorruptRowError('upstream_request', upstreamRequest);
+/** The columns a claim reads (rowToClaimed): the row without the documents of CheckDocuments. */
+export const CLAIMED_COLUMNS: readonly CheckColumn[] = [
+  'id',
+  'tenant_id',
+  'idempotency_key',
+  'payer_code',
+  'is_search_all',
+  'patient_key',
+  'state',
+  'upstream_task_id',
+  'upstream_status',
+  'tasks_created',
+  'poll_failures',
+  'next_run_at',
+  'deadline_at',
+  'lease_owner',
+  'lease_until',
+  'envelope',
+  'version',
+  'outcome',
+  'async_stopped',
+  'created_at',
+  'updated_at',
+  'task_started_at',
+  'task_polls',
+];
+
+/** The columns of CheckDocuments (rowToDocuments). */
+export const DOCUMENT_COLUMNS: readonly CheckColumn[] = ['request', 'upstream_request', 'cer', 'answer'];
+
+/** A JSON column of a row, parsed; null for SQL NULL. */
+function jsonOf(row: Row, column: string, readJson: (value: unknown) => unknown): unknown {
+  const value = row[column];
+  return value === null || value === undefined ? null : readJson(value);
+}
+
+/** A `checks` row (at least CLAIMED_COLUMNS) as a claimed check, without its documents. */
+export function rowToClaimed(row: Row, readJson: (value: unknown) => unknown): ClaimedCheck {
   return {
     id: text(row, 'id'),
     tenantId: text(row, 'tenant_id'),
@@ -298,9 +330,6 @@ export function rowToCheck(row: Row, readJson: (value: unknown) => unknown): Che
     payerCode: text(row, 'payer_code'),
     isSearchAll: bool(row, 'is_search_all'),
     patientKey: nullableText(row, 'patient_key'),
-    request: resource<CoverageEligibilityRequest>(json('request'), 'CoverageEligibilityRequest', 'request'),
-    // Written only by this store from a typed value; checked to be an object, not re-validated.
-    upstreamRequest: upstreamRequest as unknown as UpstreamTaskRequest,
     state: state(row),
     upstreamTaskId: nullableText(row, 'upstream_task_id'),
     upstreamStatus: nullableText(row, 'upstream_status'),
@@ -310,18 +339,42 @@ export function rowToCheck(row: Row, readJson: (value: unknown) => unknown): Che
     deadlineAt: int(row, 'deadline_at'),
     leaseOwner: nullableText(row, 'lease_owner'),
     leaseUntil: nullableInt(row, 'lease_until'),
-    envelope: json('envelope'),
-    cer: resource<CoverageEligibilityResponse>(json('cer'), 'CoverageEligibilityResponse', 'cer'),
+    envelope: jsonOf(row, 'envelope', readJson),
     version: int(row, 'version'),
     outcome: outcome(row),
-    // Written only by this store from a typed value (src/mapping/response/answer.ts).
-    answer: json('answer') as CheckAnswer | null,
     asyncStopped: bool(row, 'async_stopped'),
     createdAt: int(row, 'created_at'),
     updatedAt: int(row, 'updated_at'),
     taskStartedAt: nullableInt(row, 'task_started_at'),
     taskPolls: nullableInt(row, 'task_polls') ?? 0,
   };
+}
+
+/** The DOCUMENT_COLUMNS of a `checks` row. */
+export function rowToDocuments(row: Row, readJson: (value: unknown) => unknown): CheckDocuments {
+  const upstreamRequest = jsonOf(row, 'upstream_request', readJson);
+  if (!isObject(upstreamRequest)) throw new CorruptRowError('upstream_request', upstreamRequest);
+  return {
+    request: resource<CoverageEligibilityRequest>(
+      jsonOf(row, 'request', readJson),
+      'CoverageEligibilityRequest',
+      'request',
+    ),
+    // Written only by this store from a typed value; checked to be an object, not re-validated.
+    upstreamRequest: upstreamRequest as unknown as UpstreamTaskRequest,
+    cer: resource<CoverageEligibilityResponse>(
+      jsonOf(row, 'cer', readJson),
+      'CoverageEligibilityResponse',
+      'cer',
+    ),
+    // Written only by this store from a typed value (src/mapping/response/answer.ts).
+    answer: jsonOf(row, 'answer', readJson) as CheckAnswer | null,
+  };
+}
+
+/** A whole `checks` row as a Check; `readJson` reads a JSON column as the driver returned it. */
+export function rowToCheck(row: Row, readJson: (value: unknown) => unknown): Check {
+  return { ...rowToClaimed(row, readJson), ...rowToDocuments(row, readJson) };
 }
 
 /** A `payer_guards` row as a Guard. */
@@ -361,14 +414,14 @@ export function rowToStoredCer(row: Row): StoredCer {
 }
 
 /** `base` with a patch applied as the store applied it (CER stamped, version and updatedAt moved, lease dropped when released). */
-export function patched(
-  base: Check,
+export function patched<T extends ClaimedCheck>(
+  base: T,
   patch: CheckPatch,
   version: number,
   now: number,
   released = false,
-): Check {
-  const merged: Check = { ...base, ...patch };
+): T {
+  const merged: T & Partial<Pick<Check, 'cer'>> = { ...base, ...patch };
   if (released) {
     merged.leaseOwner = null;
     merged.leaseUntil = null;

@@ -11,9 +11,11 @@ import type {
   Batch,
   BatchEntry,
   Check,
+  CheckDocuments,
   CheckPatch,
   CheckStore,
   ClaimOptions,
+  ClaimedCheck,
   DateRange,
   Guard,
   NewCheck,
@@ -25,6 +27,8 @@ import type {
 } from './check-store.js';
 import {
   CHECK_COLUMNS,
+  CLAIMED_COLUMNS,
+  DOCUMENT_COLUMNS,
   JSON_COLUMNS,
   PATCH_COLUMNS,
   insertValues,
@@ -33,6 +37,8 @@ import {
   planClaim,
   rowToCandidate,
   rowToCheck,
+  rowToClaimed,
+  rowToDocuments,
   rowToCount,
   rowToGuard,
   rowToStoredCer,
@@ -91,12 +97,15 @@ export class SqlStore implements CheckStore {
   private readonly dialect: Dialect;
   /** A `checks` row as a Check, its JSON columns read as this driver returns them. */
   private readonly toCheck: (row: Row) => Check;
+  /** A claimed row (CLAIMED_COLUMNS) as a ClaimedCheck. */
+  private readonly toClaimed: (row: Row) => ClaimedCheck;
 
   constructor(private readonly driver: SqlDriver) {
     this.dialect = driver.dialect;
     this.kind = this.dialect.types.kind;
     const { readJson } = this.dialect;
     this.toCheck = (row) => rowToCheck(row, readJson);
+    this.toClaimed = (row) => rowToClaimed(row, readJson);
     this.subscriptions = new SqlSubscriptionStore(driver);
   }
 
@@ -142,20 +151,26 @@ export class SqlStore implements CheckStore {
     return row ? { version: Number(row.version), updatedAt: Number(row.updated_at) } : null;
   }
 
-  claimDue(options: ClaimOptions): Promise<Check[]> {
+  claimDue(options: ClaimOptions): Promise<ClaimedCheck[]> {
     if (options.limit <= 0) return Promise.resolve([]);
     return this.driver.run('transaction', this.claiming(options));
   }
 
-  update(
+  async documents(id: string): Promise<CheckDocuments | null> {
+    const [row] = await this.rows(`SELECT ${DOCUMENT_COLUMNS.join(', ')} FROM checks WHERE id = $1`, [id]);
+    return row ? rowToDocuments(row, this.dialect.readJson) : null;
+  }
+
+  update<T extends ClaimedCheck = Check>(
     id: string,
     owner: string,
     patch: CheckPatch,
     now: number,
-    base?: Check,
+    base?: T,
     options: UpdateOptions = {},
-  ): Promise<Check | null> {
-    const work = this.updating(id, owner, patch, now, base, options.release === true);
+  ): Promise<T | null> {
+    // Without `base` the row is read back whole (RETURNING *), which is a Check.
+    const work = this.updating(id, owner, patch, now, base, options.release === true) as Work<T | null>;
     if (!options.final || !base) return this.driver.run('write', work);
     // The outbox: the events of the CER's first final version commit with it, or not at all. On
     // SQLite a write is already atomic (a savepoint of the group commit); PostgreSQL runs its
@@ -165,7 +180,7 @@ export class SqlStore implements CheckStore {
   }
 
   /** The update, then (when it was applied) the events of the tenant's matching subscriptions. */
-  private *withEvents(update: Work<Check | null>, base: Check, now: number): Work<Check | null> {
+  private *withEvents<T extends ClaimedCheck>(update: Work<T | null>, base: T, now: number): Work<T | null> {
     const updated = yield* update;
     if (!updated) return null;
     yield* this.recording(updated, now);
@@ -173,7 +188,7 @@ export class SqlStore implements CheckStore {
   }
 
   /** The events of a check's first final version, for the tenant's matching subscriptions. */
-  private *recording(updated: Check, now: number): Work<number> {
+  private *recording(updated: ClaimedCheck, now: number): Work<number> {
     return yield* recordEvents(
       this.dialect,
       ELIGIBILITY_FINAL_TOPIC,
@@ -422,7 +437,7 @@ export class SqlStore implements CheckStore {
     return { check: this.toCheck(existing), created: false };
   }
 
-  private *claiming(options: ClaimOptions): Work<Check[]> {
+  private *claiming(options: ClaimOptions): Work<ClaimedCheck[]> {
     const { owner, now, leaseMs, limit } = options;
     const { lockRows } = this.dialect;
     const candidates = (yield* query(
@@ -457,28 +472,29 @@ export class SqlStore implements CheckStore {
     const plan = planClaim(candidates, limit);
     if (plan.length === 0) return [];
     const { batch, match, bind } = this.dialect.claimRows;
+    // Without the documents: most steps are polls that use none of them (bench/README.md, figure 3).
     const claim = `UPDATE checks SET lease_owner = $1, lease_until = $2,
          state = CASE WHEN id ${match('$3')} THEN 'starting' ELSE state END
-       WHERE id ${match('$4')} RETURNING *`;
-    const claimed = new Map<string, Check>();
+       WHERE id ${match('$4')} RETURNING ${CLAIMED_COLUMNS.join(', ')}`;
+    const claimed = new Map<string, ClaimedCheck>();
     for (let start = 0; start < plan.length; start += batch) {
       const rows = plan.slice(start, start + batch);
       const promoted = rows.filter((c) => c.promote).map((c) => c.id);
       const ids = rows.map((c) => c.id);
       for (const row of yield* query(claim, [owner, now + leaseMs, bind(promoted), bind(ids)]))
-        claimed.set(text(row, 'id'), this.toCheck(row));
+        claimed.set(text(row, 'id'), this.toClaimed(row));
     }
     return plan.flatMap((c) => claimed.get(c.id) ?? []);
   }
 
-  private *updating(
+  private *updating<T extends ClaimedCheck>(
     id: string,
     owner: string,
     patch: CheckPatch,
     now: number,
-    base: Check | undefined,
+    base: T | undefined,
     release: boolean,
-  ): Work<Check | null> {
+  ): Work<T | Check | null> {
     // The version as stored: a new CER is stamped with the next one.
     let version = base?.version;
     if (patch.cer && version === undefined) {
