@@ -216,9 +216,13 @@ async function write(
   why: string,
 ): Promise<ClaimedCheck | null> {
   const documents = hasDocuments(check) ? check : null;
+  // (Typed out too: a check claimed without its documents is written only its next poll's
+  // schedule. A CER, answer or envelope written without them would skip the comparisons below.)
+  if (!documents && ['cer', 'answer', 'envelope'].some((field) => field in patch)) {
+    throw new Error("a document written without the check's documents");
+  }
   if (patch.cer && documents && sameCer(patch.cer, documents.cer)) delete patch.cer;
   if (patch.state !== undefined || patch.outcome !== undefined) {
-    // (Typed out: only a check with its documents is written a new state or outcome.)
     if (!documents) throw new Error("a state change written without the check's documents");
     // The answer is decided here, once, when the check becomes answered (done, or an error while
     // its slot is held), and stored with it: $submit and the async status read it as it is.
