@@ -1,9 +1,10 @@
 /**
  * Figure 2 of issue 7: requests per second of GET /fhir/CoverageEligibilityResponse/{id} for a
  * full found-eligible CER (autocannon, 50 connections), side by side with a bare express 5 app
- * serving the same bytes from memory. Target: at least 0.7 of the bare app's rate.
+ * serving the same bytes from memory. Target: at least 0.8 of the bare app's rate (issue 19).
  *
  *   npm run bench:read            (BENCH_SECONDS=10 BENCH_ROUNDS=3 by default; medians reported)
+ *   BENCH_PREVIOUS=<checkout> npm run bench:read     (the previous source as a third side)
  *
  * With `--audit` (npm run bench:read:audit) the same read runs against two adapters instead, one
  * recording AuditEvents (AUDIT_EVENTS=on, the default) and one not (off), in interleaved pairs:
@@ -49,87 +50,111 @@ if (process.argv.includes('--audit')) {
   process.exit(0);
 }
 
-const sandbox = await startSandbox({ port: 0, timeScale: 0.01, apiKeys: [UPSTREAM_KEY] });
-const dir = mkdtempSync(join(tmpdir(), 'fea-bench-read-'));
-const service = await spawnService(
-  {
-    UPSTREAM_BASE_URL: sandbox.url,
-    TENANTS_FILE: writeTenantsFile(dir, 1, UPSTREAM_KEY, 10),
-    DATABASE_URL: process.env.BENCH_DATABASE_URL ?? `sqlite:${join(dir, 'adapter.db')}`,
-    POLL_INTERVAL_MS: '50',
-    LOG_LEVEL: process.env.BENCH_LOG_LEVEL ?? 'info',
-    SUBMIT_RATE_PER_MINUTE: '100000',
-  },
-  undefined,
-  cpuProfArgs('read-path'),
-);
-try {
-  const auth = tenantAuth(0);
-  const submitted = await fetch(`${service.url}/fhir/CoverageEligibilityRequest/$submit`, {
-    method: 'POST',
-    headers: { ...auth, 'Content-Type': 'application/fhir+json', Prefer: 'wait=30' },
-    body: JSON.stringify(eligibilityRequest({ emiratesId: '784-1990-0000001-1' })),
-  });
-  const location = String(submitted.headers.get('location'));
-  const body = await until(
-    async () => {
-      const res = await fetch(location.replace(/^https?:\/\/[^/]+/, service.url), { headers: auth });
-      const text = await res.text();
-      return (JSON.parse(text) as { outcome?: string }).outcome === 'complete' ? text : undefined;
-    },
-    30_000,
-    'a complete CER',
-  );
-  const file = join(dir, 'cer.json');
-  writeFileSync(file, body);
-  const bare = await spawnService({}, ['bench/bare-server.ts', file]);
+await compareBare();
+
+/**
+ * The adapter against the bare app, in rounds, the order rotating; with BENCH_PREVIOUS=<checkout>
+ * (a copy of the previous source with the same node_modules) the previous source's service as a
+ * third side, so a change is measured against what it replaces in the same run. Beside req/s, each
+ * side's CPU per request (µs, utime + stime from /proc), steadier than req/s on a shared machine.
+ */
+async function compareBare(): Promise<void> {
+  const sandbox = await startSandbox({ port: 0, timeScale: 0.01, apiKeys: [UPSTREAM_KEY] });
+  const previous = process.env.BENCH_PREVIOUS;
+  const adapter = await serviceWithCer(sandbox.url, {}, undefined, cpuProfArgs('read-path'));
+  const before = previous
+    ? await serviceWithCer(
+        sandbox.url,
+        {},
+        [join(previous, 'src/main.ts')],
+        cpuProfArgs('read-path-previous'),
+      )
+    : undefined;
   try {
-    const path = new URL(location).pathname;
-    // Warm-up, then the measured runs, one after the other on the same machine.
-    await autocannon(`${service.url}${path}`, auth, 50, 2);
-    await autocannon(`${bare.url}${path}`, {}, 50, 2);
-    // Several rounds, alternating which goes first, so a busy moment of a shared machine does not
-    // fall on one side only; the figures are the medians.
-    const adapterRuns: LoadResult[] = [];
-    const bareRuns: LoadResult[] = [];
-    for (let round = 0; round < rounds; round += 1) {
-      if (round % 2 === 0) {
-        adapterRuns.push(await autocannon(`${service.url}${path}`, auth, 50, seconds));
-        bareRuns.push(await autocannon(`${bare.url}${path}`, {}, 50, seconds));
-      } else {
-        bareRuns.push(await autocannon(`${bare.url}${path}`, {}, 50, seconds));
-        adapterRuns.push(await autocannon(`${service.url}${path}`, auth, 50, seconds));
+    const body = await (await fetch(adapter.url, { headers: adapter.auth })).text();
+    const file = join(mkdtempSync(join(tmpdir(), 'fea-bench-read-')), 'cer.json');
+    writeFileSync(file, body);
+    const bareService = await spawnService({}, ['bench/bare-server.ts', file]);
+    try {
+      const bare = {
+        service: bareService,
+        url: `${bareService.url}${new URL(adapter.url).pathname}`,
+        auth: {},
+      };
+      const sides = [adapter, ...(before ? [before] : []), bare];
+      // Warm-up, then the measured runs, one after the other on the same machine.
+      for (const side of sides) await autocannon(side.url, side.auth, 50, 2);
+      // Several rounds, rotating which goes first, so a busy moment of a shared machine does not
+      // fall on one side only; the figures are the medians.
+      const runs = sides.map(() => [] as LoadResult[]);
+      const cpu = sides.map(() => [] as number[]);
+      for (let round = 0; round < rounds; round += 1) {
+        for (let k = 0; k < sides.length; k += 1) {
+          const i = (round + k) % sides.length;
+          const side = sides[i];
+          if (!side) continue;
+          const pid = side.service.child.pid ?? 0;
+          const cpuBefore = cpuSeconds(pid);
+          const result = await autocannon(side.url, side.auth, 50, seconds);
+          const requests = result.requestsPerSecond * seconds;
+          cpu[i]?.push(Math.round(((cpuSeconds(pid) - cpuBefore) * 1e6) / Math.max(1, requests)));
+          runs[i]?.push(result);
+        }
       }
+      const bareRuns = runs[sides.length - 1] ?? [];
+      const ratiosOf = (sideRuns: LoadResult[]) =>
+        sideRuns.map((a, i) =>
+          Number((a.requestsPerSecond / (bareRuns[i]?.requestsPerSecond ?? 1)).toFixed(3)),
+        );
+      const median = (values: number[]) =>
+        [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)] ?? 0;
+      const ratios = ratiosOf(runs[0] ?? []);
+      const previousRatios = before ? ratiosOf(runs[1] ?? []) : undefined;
+      await record('read-path', {
+        rounds,
+        ratiosPerRound: ratios,
+        machine: machine(),
+        cerBytes: Buffer.byteLength(body),
+        seconds,
+        connections: 50,
+        logLevel: process.env.BENCH_LOG_LEVEL ?? 'info',
+        adapter: medianRun(runs[0] ?? []),
+        bareExpress: medianRun(bareRuns),
+        /** Service CPU per request (µs), per round. */
+        cpuUsPerRequest: cpu[0],
+        cpuUsPerRequestBare: cpu[sides.length - 1],
+        ...(before
+          ? {
+              previous: {
+                source: previous,
+                run: medianRun(runs[1] ?? []),
+                ratiosPerRound: previousRatios,
+                ratio: median(previousRatios ?? []),
+                cpuUsPerRequest: cpu[1],
+              },
+            }
+          : {}),
+        /** The median of the per-round ratios (each round measures both, back to back). */
+        ratio: median(ratios),
+        target: 0.8,
+      });
+    } finally {
+      await bareService.stop();
     }
-    const adapter = medianRun(adapterRuns);
-    const baseline = medianRun(bareRuns);
-    const ratios = adapterRuns.map((a, i) =>
-      Number((a.requestsPerSecond / (bareRuns[i]?.requestsPerSecond ?? 1)).toFixed(3)),
-    );
-    await record('read-path', {
-      rounds,
-      ratiosPerRound: ratios,
-      machine: machine(),
-      cerBytes: Buffer.byteLength(body),
-      seconds,
-      connections: 50,
-      logLevel: process.env.BENCH_LOG_LEVEL ?? 'info',
-      adapter,
-      bareExpress: baseline,
-      /** The median of the per-round ratios (each round measures both, back to back). */
-      ratio: [...ratios].sort((a, b) => a - b)[Math.floor(ratios.length / 2)] ?? 0,
-      target: 0.7,
-    });
   } finally {
-    await bare.stop();
+    await adapter.service.stop();
+    await before?.service.stop();
+    await sandbox.close();
   }
-} finally {
-  await service.stop();
-  await sandbox.close();
 }
 
 /** A service with one complete CER: its path and the auth header to read it. */
-async function serviceWithCer(upstreamUrl: string, env: Record<string, string>) {
+async function serviceWithCer(
+  upstreamUrl: string,
+  env: Record<string, string>,
+  script?: string[],
+  nodeArgs: string[] = [],
+) {
   const dir = mkdtempSync(join(tmpdir(), 'fea-bench-read-'));
   const service = await spawnService(
     {
@@ -141,8 +166,8 @@ async function serviceWithCer(upstreamUrl: string, env: Record<string, string>) 
       SUBMIT_RATE_PER_MINUTE: '100000',
       ...env,
     },
-    undefined,
-    cpuProfArgs(`read-path-audit-${env.AUDIT_EVENTS ?? 'default'}`),
+    script,
+    nodeArgs.length > 0 ? nodeArgs : cpuProfArgs(`read-path-audit-${env.AUDIT_EVENTS ?? 'default'}`),
   );
   const auth = tenantAuth(0);
   const submitted = await fetch(`${service.url}/fhir/CoverageEligibilityRequest/$submit`, {

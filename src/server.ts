@@ -20,7 +20,7 @@ import { fhirDefinitionsLoaded, warmFhirDefinitions } from './fhir/validator.js'
 import type { Express } from 'express';
 import { createApp } from './http/app.js';
 import type { ReadyReport } from './http/app.js';
-import { fhirRouter } from './http/fhir-routes.js';
+import { fhirRoutes } from './http/fhir-routes.js';
 import { appPageRouter } from './http/app-page.js';
 import { FreshResults } from './operations/binary.js';
 import { CerCache } from './operations/read.js';
@@ -236,7 +236,7 @@ export async function startServer(
     },
     corsOrigins: config.corsOrigins,
     appPage: appPageRouter({ tenants: config.tenants, store, logger, now, audit }),
-    fhir: fhirRouter({
+    fhir: fhirRoutes({
       tenants: config.tenants,
       version: VERSION,
       features: {

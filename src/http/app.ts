@@ -9,6 +9,7 @@ import type { Router } from 'express';
 import helmet from 'helmet';
 import type { Logger } from '../log.js';
 import { errorHandler, unknownRoute } from './fhir-json.js';
+import type { FhirRoutes } from './fhir-routes.js';
 import { requestId, requestLog } from './middleware.js';
 import type { RequestObserver } from './middleware.js';
 
@@ -22,8 +23,8 @@ export interface AppDeps {
   ready: () => Promise<ReadyReport>;
   /** Sees every request's route, status and duration (metrics). */
   observe?: RequestObserver;
-  /** Every route under /fhir (src/http/fhir-routes.ts). */
-  fhir: Router;
+  /** Every route under /fhir (src/http/fhir-routes.ts): the router and the routes matched ahead of it. */
+  fhir: FhirRoutes;
   /** Registers routes outside /fhir that carry their own auth (e.g. /metrics). */
   extraRoutes?: (app: express.Express) => void;
   /** The front-desk page and its JSON API, mounted at /app (src/http/app-page.ts). */
@@ -86,7 +87,9 @@ export function createApp(deps: AppDeps): express.Express {
   });
 
   if (deps.corsOrigins?.length) app.use('/fhir', corsFor(deps.corsOrigins));
-  app.use('/fhir', deps.fhir);
+  // The same route pattern as inside the router (`/fhir` + its path): logs and metrics name it alike.
+  for (const route of deps.fhir.direct) app[route.method](`/fhir${route.path}`, ...route.handlers);
+  app.use('/fhir', deps.fhir.router);
   if (deps.appPage) app.use('/app', deps.appPage);
 
   deps.extraRoutes?.(app);

@@ -85,8 +85,30 @@ export function operation(run: (req: FhirRequest) => Promise<FhirAnswer>): Reque
   };
 }
 
-/** The /fhir router, with every FHIR route. */
-export function fhirRouter(deps: FhirRouteDeps): Router {
+/**
+ * A FHIR route the app matches at its own level, ahead of the /fhir router (src/http/app.ts): the
+ * same handlers, in the same order, as it would run inside the router (content negotiation,
+ * authentication, then its own), so nothing but the walk to it changes.
+ */
+export interface DirectRoute {
+  method: 'get';
+  /** Below /fhir. */
+  path: string;
+  handlers: RequestHandler[];
+}
+
+export interface FhirRoutes {
+  /** Every route under /fhir but the direct ones. */
+  router: Router;
+  /**
+   * The CER read, the hot path of a polling client: about 20 route layers of the router (the
+   * public reads, the subscriptions, the POSTs) are not walked before it (bench/README.md, figure 2).
+   */
+  direct: DirectRoute[];
+}
+
+/** The /fhir routes: the router, and the routes the app matches ahead of it. */
+export function fhirRoutes(deps: FhirRouteDeps): FhirRoutes {
   const router = express.Router();
   router.use(negotiate);
   const metadataDate = new Date().toISOString();
@@ -109,10 +131,24 @@ export function fhirRouter(deps: FhirRouteDeps): Router {
     res.status(200).json(smartConfiguration(deps.baseUrl));
   });
 
-  router.use(authenticate(deps.tenants, deps.security));
+  const auth = authenticate(deps.tenants, deps.security);
+  router.use(auth);
   const audit = deps.security?.audit;
   const CER = 'CoverageEligibilityResponse';
   const REQ = 'CoverageEligibilityRequest';
+  const direct: DirectRoute[] = [
+    {
+      method: 'get',
+      path: '/CoverageEligibilityResponse/:id',
+      handlers: [
+        negotiate,
+        auth,
+        audited(audit, { action: 'R', interaction: 'read', entity: paramEntity(CER) }),
+        requireScope(CER, 'r'),
+        operation((req) => readResponse(req, deps.checks, deps.cerCache)),
+      ],
+    },
+  ];
   if (deps.subscriptions) subscriptionRoutes(router, deps.subscriptions, audit);
   router.post(
     '/CoverageEligibilityRequest/$submit',
@@ -154,12 +190,7 @@ export function fhirRouter(deps: FhirRouteDeps): Router {
     requireScope(REQ, 'r'),
     operation((req) => readRequest(req, deps.checks)),
   );
-  router.get(
-    '/CoverageEligibilityResponse/:id',
-    audited(audit, { action: 'R', interaction: 'read', entity: paramEntity(CER) }),
-    requireScope(CER, 'r'),
-    operation((req) => readResponse(req, deps.checks, deps.cerCache)),
-  );
+  // GET /CoverageEligibilityResponse/:id: a direct route (above), matched by the app first.
   router.get(
     '/CoverageEligibilityResponse/:id/_history/:vid',
     audited(audit, { action: 'R', interaction: 'vread', entity: paramEntity(CER) }),
@@ -210,7 +241,7 @@ export function fhirRouter(deps: FhirRouteDeps): Router {
       operation((req) => readAuditEvent(req, auditStore)),
     );
   }
-  return router;
+  return { router, direct };
 }
 
 /**

@@ -1,5 +1,5 @@
-import { PassThrough } from 'node:stream';
-import { describe, expect, it } from 'vitest';
+import { PassThrough, Writable } from 'node:stream';
+import { describe, expect, it, vi } from 'vitest';
 import { createLogger, redact, registerSecret, scrubString } from '../../src/log.js';
 
 function capture(level = 'debug') {
@@ -79,5 +79,75 @@ describe('log redaction', () => {
       expect(text).not.toContain(secret);
     }
     expect(JSON.parse(lines[0]!)).toMatchObject({ level: 'debug' });
+  });
+
+  it('scrubs a registered secret from text that has no digit', () => {
+    registerSecret('upstream-key-without-digits');
+    expect(scrubString('sent upstream-key-without-digits to the portal')).toBe(
+      'sent [redacted] to the portal',
+    );
+  });
+
+  it('judges a key the same on every line, also past the keys it remembers', () => {
+    for (let i = 0; i < 1500; i += 1) redact({ [`field${i}`]: 'x' });
+    for (let round = 0; round < 2; round += 1) {
+      expect(redact({ Emirates_ID: 'x', 'Card-Number': 'y', keyNumber1400: 'z' })).toEqual({
+        Emirates_ID: '[redacted]',
+        'Card-Number': '[redacted]',
+        keyNumber1400: 'z',
+      });
+      expect(redact({ password: 'p', field1499: 'q' })).toEqual({ password: '[redacted]', field1499: 'q' });
+    }
+  });
+});
+
+describe('log lines', () => {
+  function sink() {
+    const lines: string[] = [];
+    const stream = new Writable({
+      write(chunk: Buffer, _encoding, callback) {
+        lines.push(chunk.toString('utf8'));
+        callback();
+      },
+    });
+    return { stream, lines };
+  }
+
+  it('writes each line whole to its stream before the call returns, one write per line', () => {
+    const { stream, lines } = sink();
+    const logger = createLogger('info', stream);
+    logger.info('request', { method: 'GET', route: '/fhir/CoverageEligibilityResponse/:id', status: 200 });
+    logger.info('request', { method: 'GET', route: '/health', status: 200 });
+    expect(lines).toHaveLength(2);
+    expect(lines.every((line) => line.endsWith('\n') && line.indexOf('\n') === line.length - 1)).toBe(true);
+    expect(JSON.parse(lines[0]!)).toMatchObject({ level: 'info', message: 'request', status: 200 });
+  });
+
+  it('schedules nothing per line (no timer or immediate is left behind by a line)', () => {
+    const { stream, lines } = sink();
+    const logger = createLogger('info', stream);
+    logger.info('warm-up');
+    const immediate = vi.spyOn(globalThis, 'setImmediate');
+    const timeout = vi.spyOn(globalThis, 'setTimeout');
+    try {
+      for (let i = 0; i < 10; i += 1) logger.info('request', { status: 200 });
+      expect(lines).toHaveLength(11);
+      expect(immediate).not.toHaveBeenCalled();
+      expect(timeout).not.toHaveBeenCalled();
+    } finally {
+      immediate.mockRestore();
+      timeout.mockRestore();
+    }
+  });
+
+  it('writes to stdout when no stream is given', () => {
+    const write = vi.spyOn(process.stdout, 'write').mockImplementation(() => true);
+    try {
+      createLogger('info').info('listening', { url: 'http://127.0.0.1:8080' });
+      expect(write).toHaveBeenCalledTimes(1);
+      expect(JSON.parse(String(write.mock.calls[0]?.[0]))).toMatchObject({ message: 'listening' });
+    } finally {
+      write.mockRestore();
+    }
   });
 });
