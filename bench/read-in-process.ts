@@ -9,6 +9,10 @@
  *   npx tsx bench/read-in-process.ts > /dev/null                       (log lines to stdout)
  *   BENCH_PREVIOUS=/tmp/prev npx tsx bench/read-in-process.ts > /dev/null
  *
+ * With BENCH_AUDIT=pair the two sides are this source with the audit trail on and off (issue 18:
+ * what recording a read's AuditEvent costs, the store's batched writes included); BENCH_SOURCE
+ * measures another checkout instead of this one.
+ *
  * BENCH_BLOCK (2000 reads) and BENCH_ROUNDS (30) set the blocks. Results go to stderr and
  * bench/results/read-in-process.json. Not the network: the socket writes and the request log's
  * write to a pipe are not in it (bench/README.md, figure 2).
@@ -26,10 +30,12 @@ import { testConfig, TENANT_A_KEY, UPSTREAM_KEY } from '../test/support/harness.
 import { eligibilityRequest } from '../test/support/requests.js';
 import { machine, record } from './lib.js';
 
-const ROOT = fileURLToPath(new URL('..', import.meta.url));
+/** The source measured: this checkout, or BENCH_SOURCE (another checkout, same node_modules). */
+const ROOT = resolve(process.env.BENCH_SOURCE ?? fileURLToPath(new URL('..', import.meta.url)));
 const block = Number(process.env.BENCH_BLOCK ?? 2000);
 const rounds = Number(process.env.BENCH_ROUNDS ?? 30);
 const previous = process.env.BENCH_PREVIOUS;
+const auditPair = process.env.BENCH_AUDIT === 'pair';
 const auth = `Bearer ${TENANT_A_KEY}`;
 
 /** A socket that takes every write and answers nothing. */
@@ -84,12 +90,22 @@ async function reads(side: Side, count: number): Promise<void> {
 
 const sandbox = await startSandbox({ port: 0, timeScale: 0.01, apiKeys: [UPSTREAM_KEY] });
 const sides: Side[] = [];
-for (const source of [ROOT, ...(previous ? [resolve(previous)] : [])]) {
+const plan = auditPair
+  ? [
+      { source: ROOT, label: 'audit on', auditEvents: true },
+      { source: ROOT, label: 'audit off', auditEvents: false },
+    ]
+  : [ROOT, ...(previous ? [resolve(previous)] : [])].map((source) => ({
+      source,
+      label: source,
+      auditEvents: true,
+    }));
+for (const { source, label, auditEvents } of plan) {
   // Each source's own modules (a checkout elsewhere is a module graph of its own).
   const server = (await import(join(source, 'src/server.ts'))) as typeof ServerModule;
   const log = (await import(join(source, 'src/log.ts'))) as typeof LogModule;
   const running = await server.startServer(
-    { ...testConfig(sandbox.url), logLevel: 'info' },
+    { ...testConfig(sandbox.url), logLevel: 'info', auditEvents },
     log.createLogger('info'),
   );
   const submitted = await fetch(`${running.url}/fhir/CoverageEligibilityRequest/$submit`, {
@@ -100,7 +116,7 @@ for (const source of [ROOT, ...(previous ? [resolve(previous)] : [])]) {
   const cer = (await submitted.json()) as { outcome?: string };
   if (cer.outcome !== 'complete') throw new Error(`${source}: the check ended ${String(cer.outcome)}`);
   const path = new URL(String(submitted.headers.get('location'))).pathname;
-  sides.push({ source, app: running.app, path, stop: () => running.stop(), perBlock: [] });
+  sides.push({ source: label, app: running.app, path, stop: () => running.stop(), perBlock: [] });
 }
 try {
   for (const side of sides) await reads(side, 5000); // warm-up
@@ -133,7 +149,7 @@ try {
       : {}),
   };
   process.stderr.write(`${JSON.stringify(result)}\n`);
-  await record('read-in-process', result);
+  await record(auditPair ? 'read-in-process-audit' : 'read-in-process', result);
 } finally {
   for (const side of sides) await side.stop();
   await sandbox.close();
