@@ -285,35 +285,17 @@ export function outcome(row: Row): CerOutcome {
   return value as CerOutcome;
 }
 
-/** The columns a claim reads (rowToClaimed): the row without the documents of CheckDocuments. */
-export const CLAIMED_COLUMNS: readonly CheckColumn[] = [
-  'id',
-  'tenant_id',
-  'idempotency_key',
-  'payer_code',
-  'is_search_all',
-  'patient_key',
-  'state',
-  'upstream_task_id',
-  'upstream_status',
-  'tasks_created',
-  'poll_failures',
-  'next_run_at',
-  'deadline_at',
-  'lease_owner',
-  'lease_until',
-  'envelope',
-  'version',
-  'outcome',
-  'async_stopped',
-  'created_at',
-  'updated_at',
-  'task_started_at',
-  'task_polls',
-];
-
 /** The columns of CheckDocuments (rowToDocuments). */
 export const DOCUMENT_COLUMNS: readonly CheckColumn[] = ['request', 'upstream_request', 'cer', 'answer'];
+
+/**
+ * The columns a claim reads (rowToClaimed): the row without the documents of CheckDocuments and
+ * without the search-only columns (the patient's value, the request identifier, the reuse key).
+ */
+const SEARCH_ONLY: readonly CheckColumn[] = ['patient_value', 'request_identifier_value', 'reuse_key'];
+export const CLAIMED_COLUMNS: readonly CheckColumn[] = CHECK_COLUMNS.filter(
+  (column) => !DOCUMENT_COLUMNS.includes(column) && !SEARCH_ONLY.includes(column),
+);
 
 /** A JSON column of a row, parsed; null for SQL NULL. */
 function jsonOf(row: Row, column: string, readJson: (value: unknown) => unknown): unknown {
