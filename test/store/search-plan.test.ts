@@ -5,20 +5,14 @@
  * ANALYZE on enough rows that the planner prefers an index to a scan).
  */
 import { randomUUID } from 'node:crypto';
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import type { CoverageEligibilityRequest, CoverageEligibilityResponse } from 'fhir/r4.js';
-import pg from 'pg';
 import { afterAll, describe, expect, it } from 'vitest';
-import type { CheckStore, NewCheck, SearchFilters } from '../../src/checks/store/check-store.js';
+import type { NewCheck, SearchFilters } from '../../src/checks/store/check-store.js';
 import type { Result, SqlDriver, Statement, Work } from '../../src/checks/store/driver.js';
-import { openStore } from '../../src/checks/store/open.js';
 import { reuseKeyOf } from '../../src/checks/store/rows.js';
-import { testDatabaseUrl } from '../support/postgres.js';
+import { postgresBackend, sqliteBackend } from '../support/store-backends.js';
 import { upstreamTaskRequest } from '../support/requests.js';
 
-const PG_URL = testDatabaseUrl();
 const T0 = Date.UTC(2026, 0, 1);
 const TENANTS = 10;
 const ROWS = 4000;
@@ -119,78 +113,73 @@ const searches: Array<{ name: string; filters: SearchFilters; index: string | st
   },
 ];
 
-const schemas: string[] = [];
-let dir = '';
-
-afterAll(async () => {
-  if (dir) rmSync(dir, { recursive: true, force: true });
-  if (schemas.length === 0) return;
-  const client = new pg.Client({ connectionString: PG_URL });
-  await client.connect();
+/**
+ * The plans of the statements `call` makes through the store's driver, as the database explains
+ * them (one text per statement).
+ */
+async function plansOf<T>(
+  driver: SqlDriver,
+  kind: string,
+  call: () => Promise<T>,
+): Promise<{ result: T; plans: Array<{ sql: string; plan: string }> }> {
+  const seen: Statement[] = [];
+  const run = driver.run.bind(driver);
+  driver.run = (mode, work) => run(mode, recording(work, seen));
+  let result: T;
   try {
-    for (const schema of schemas) await client.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
+    result = await call();
   } finally {
-    await client.end();
+    driver.run = run;
   }
-});
-
-async function open(kind: 'sqlite' | 'postgres'): Promise<CheckStore> {
-  if (kind === 'sqlite') {
-    dir ||= mkdtempSync(join(tmpdir(), 'search-plan-'));
-    return openStore(`sqlite:${join(dir, `${randomUUID()}.db`)}`);
+  expect(seen.length).toBeGreaterThan(0);
+  const explain = kind === 'sqlite' ? 'EXPLAIN QUERY PLAN ' : 'EXPLAIN ';
+  const plans: Array<{ sql: string; plan: string }> = [];
+  for (const statement of seen) {
+    const { rows } = await driver.run(
+      'single',
+      single({ sql: explain + statement.sql, params: statement.params }),
+    );
+    plans.push({
+      sql: statement.sql,
+      plan: rows.map((row) => String(row.detail ?? row['QUERY PLAN'])).join('\n'),
+    });
   }
-  const schema = `search_plan_${process.pid}_${Date.now()}`;
-  schemas.push(schema);
-  return openStore(PG_URL, { schema });
+  return { result, plans };
 }
 
-describe.each(['sqlite', 'postgres'] as const)('search plans on %s', (kind) => {
+describe.each([sqliteBackend(), postgresBackend()])('search plans on $name', (backend) => {
+  afterAll(() => backend.teardown());
+
   it('use an index for patient, request.identifier, _lastUpdated, created and the reuse lookup', async () => {
-    const store = await open(kind);
+    await backend.setup();
+    const store = await backend.open(backend.create());
     try {
       await store.migrate();
       for (let start = 0; start < ROWS; start += 500) {
         await Promise.all(Array.from({ length: 500 }, (_, i) => store.insert(newCheck(start + i))));
       }
       const driver = (store as unknown as { driver: SqlDriver }).driver;
-      const explain = kind === 'sqlite' ? 'EXPLAIN QUERY PLAN ' : 'EXPLAIN ';
-      if (kind === 'postgres') await driver.run('single', single({ sql: 'ANALYZE checks', params: [] }));
+      if (backend.name === 'postgres')
+        await driver.run('single', single({ sql: 'ANALYZE checks', params: [] }));
       for (const search of searches) {
-        const seen: Statement[] = [];
-        const run = driver.run.bind(driver);
-        driver.run = (mode, work) => run(mode, recording(work, seen));
-        const found = await store.search('tenant-4', search.filters, { count: 20, offset: 0 });
-        driver.run = run;
-        expect(found.checks.length, search.name).toBeGreaterThan(0);
-        expect(seen.length, search.name).toBeGreaterThan(0);
-        for (const statement of seen) {
-          const { rows } = await driver.run(
-            'single',
-            single({ sql: explain + statement.sql, params: statement.params }),
-          );
-          const plan = rows.map((row) => String(row.detail ?? row['QUERY PLAN'])).join('\n');
-          const wanted = typeof search.index === 'string' ? [search.index] : search.index;
+        const { result, plans } = await plansOf(driver, backend.name, () =>
+          store.search('tenant-4', search.filters, { count: 20, offset: 0 }),
+        );
+        expect(result.checks.length, search.name).toBeGreaterThan(0);
+        const wanted = typeof search.index === 'string' ? [search.index] : search.index;
+        for (const { sql, plan } of plans) {
           expect(
             wanted.some((index) => plan.includes(index)),
-            `${search.name}: ${statement.sql}: ${plan}`,
+            `${search.name}: ${sql}: ${plan}`,
           ).toBe(true);
         }
       }
       // The reuse lookup of $submit (docs/batch-and-reuse.md) runs on checks_reuse_idx.
-      const seen: Statement[] = [];
-      const run = driver.run.bind(driver);
-      driver.run = (mode, work) => run(mode, recording(work, seen));
-      const reusable = await store.findReusable('tenant-4', reuseKeyOf(newCheck(1234))!, T0);
-      driver.run = run;
-      expect(reusable?.patientKey).toBe('urn:eid|784-1234');
-      for (const statement of seen) {
-        const { rows } = await driver.run(
-          'single',
-          single({ sql: explain + statement.sql, params: statement.params }),
-        );
-        const plan = rows.map((row) => String(row.detail ?? row['QUERY PLAN'])).join('\n');
-        expect(plan, `reuse: ${plan}`).toContain('checks_reuse_idx');
-      }
+      const reuse = await plansOf(driver, backend.name, () =>
+        store.findReusable('tenant-4', reuseKeyOf(newCheck(1234))!, T0),
+      );
+      expect(reuse.result?.patientKey).toBe('urn:eid|784-1234');
+      for (const { plan } of reuse.plans) expect(plan, `reuse: ${plan}`).toContain('checks_reuse_idx');
     } finally {
       await store.close();
     }
