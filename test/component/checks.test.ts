@@ -8,12 +8,10 @@ import request from 'supertest';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { expectValidFhir } from '../support/fhir.js';
 import type { Harness } from '../support/harness.js';
+import { postSubmit } from '../support/submit.js';
 import { countingUpstream, startHarness } from '../support/harness.js';
-import { eligibilityRequest } from '../support/requests.js';
 import type { RequestOptions } from '../support/requests.js';
 
-const SUBMIT = '/fhir/CoverageEligibilityRequest/$submit';
-const FHIR_JSON = 'application/fhir+json';
 /**
  * What openapi/openapi.yaml lets $submit answer to a well-formed request of a known tenant: the
  * CER (200), accepted (202, Prefer respond-async), or no determination (409, 422, 502, 503, 504).
@@ -34,12 +32,7 @@ afterAll(async () => {
 
 async function submit(options: RequestOptions, headers: Record<string, string> = {}) {
   const before = counts.create;
-  const res = await request(h.url)
-    .post(SUBMIT)
-    .set(h.auth)
-    .set(headers)
-    .set('Content-Type', FHIR_JSON)
-    .send(eligibilityRequest(options));
+  const res = await postSubmit(h.url, h.auth, options, headers);
   expect(SUBMIT_STATUSES, `$submit answered ${res.status}: ${JSON.stringify(res.body)}`).toContain(
     res.status,
   );

@@ -10,6 +10,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { OperatorView } from '../../src/operations/front-desk.js';
 import { expectValidFhir } from '../support/fhir.js';
 import type { Harness } from '../support/harness.js';
+import { postSubmit } from '../support/submit.js';
 import { startHarness } from '../support/harness.js';
 import { eligibilityRequest } from '../support/requests.js';
 import { until } from '../support/until.js';
@@ -25,12 +26,7 @@ afterAll(async () => {
 });
 
 async function submit(auth: Record<string, string>, emiratesId: string, payer: string) {
-  return request(h.url)
-    .post('/fhir/CoverageEligibilityRequest/$submit')
-    .set(auth)
-    .set('Prefer', 'wait=20')
-    .set('Content-Type', 'application/fhir+json')
-    .send(eligibilityRequest({ emiratesId, payer }));
+  return postSubmit(h.url, auth, { emiratesId, payer }, { Prefer: 'wait=20' });
 }
 
 async function operator(auth: Record<string, string>): Promise<OperatorView> {

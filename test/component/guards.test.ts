@@ -10,11 +10,10 @@ import request from 'supertest';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { expectValidFhir } from '../support/fhir.js';
 import type { Harness } from '../support/harness.js';
+import { postSubmit } from '../support/submit.js';
 import { countingUpstream, startHarness } from '../support/harness.js';
-import { eligibilityRequest } from '../support/requests.js';
 import type { RequestOptions } from '../support/requests.js';
 
-const SUBMIT = '/fhir/CoverageEligibilityRequest/$submit';
 const SLOW = '784-1990-0000012-2'; // NAVIGATING_WEBSITE for 600 s of sandbox time (12 s here)
 
 const counts = { create: 0, poll: 0 };
@@ -32,12 +31,7 @@ async function submit(
   headers: Record<string, string> = {},
   auth: { Authorization: string } = h.auth,
 ) {
-  const res = await request(h.url)
-    .post(SUBMIT)
-    .set(auth)
-    .set(headers)
-    .set('Content-Type', 'application/fhir+json')
-    .send(eligibilityRequest(options));
+  const res = await postSubmit(h.url, auth, options, headers);
   expectValidFhir(res.body);
   return res;
 }

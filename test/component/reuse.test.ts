@@ -10,11 +10,11 @@ import request from 'supertest';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { expectValidFhir } from '../support/fhir.js';
 import type { Harness } from '../support/harness.js';
+import { postSubmit } from '../support/submit.js';
 import { countingUpstream, startHarness } from '../support/harness.js';
 import { eligibilityRequest } from '../support/requests.js';
 import type { RequestOptions } from '../support/requests.js';
 
-const SUBMIT = '/fhir/CoverageEligibilityRequest/$submit';
 const counts = { create: 0, poll: 0 };
 let h: Harness;
 
@@ -30,12 +30,7 @@ async function submit(
   headers: Record<string, string> = {},
   auth: { Authorization: string } = h.auth,
 ) {
-  const res = await request(h.url)
-    .post(SUBMIT)
-    .set(auth)
-    .set({ Prefer: 'wait=10', ...headers })
-    .set('Content-Type', 'application/fhir+json')
-    .send(eligibilityRequest(options));
+  const res = await postSubmit(h.url, auth, options, { Prefer: 'wait=10', ...headers });
   expectValidFhir(res.body);
   return res;
 }

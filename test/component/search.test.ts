@@ -9,6 +9,7 @@ import request from 'supertest';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { expectValidFhir } from '../support/fhir.js';
 import type { Harness } from '../support/harness.js';
+import { postSubmit } from '../support/submit.js';
 import { startHarness } from '../support/harness.js';
 import { eligibilityRequest } from '../support/requests.js';
 import type { RequestOptions } from '../support/requests.js';
@@ -39,12 +40,7 @@ let b: Stored;
 async function submit(auth: Record<string, string>, options: RequestOptions): Promise<Stored> {
   const before = Date.now();
   await new Promise((r) => setTimeout(r, 5));
-  const res = await request(h.url)
-    .post(SUBMIT)
-    .set(auth)
-    .set('Prefer', 'wait=20')
-    .set('Content-Type', 'application/fhir+json')
-    .send(eligibilityRequest(options));
+  const res = await postSubmit(h.url, auth, options, { Prefer: 'wait=20' });
   expect(res.status, JSON.stringify(res.body)).toBe(200);
   const cer = res.body as CoverageEligibilityResponse;
   expect(cer.outcome).not.toBe('queued');
