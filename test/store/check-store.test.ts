@@ -9,7 +9,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { CoverageEligibilityRequest, CoverageEligibilityResponse } from 'fhir/r4.js';
 import type Database from 'better-sqlite3';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { openStore } from '../../src/checks/store/open.js';
 import type {
   CerOutcome,
@@ -24,7 +24,7 @@ import type {
 import { SLOT_STATES } from '../../src/checks/store/check-store.js';
 import { reuseKeyOf } from '../../src/checks/store/rows.js';
 import { auditRow } from '../../src/checks/store/audit-store.js';
-import { postgresBackend, sqliteBackend } from '../support/store-backends.js';
+import { postgresBackend, sqliteBackend, storesOn } from '../support/store-backends.js';
 import { upstreamTaskRequest } from '../support/requests.js';
 
 const T0 = Date.UTC(2025, 0, 1, 8, 0, 0);
@@ -149,27 +149,10 @@ async function slotCounts(store: CheckStore): Promise<Map<string, number>> {
 // ---- the contract --------------------------------------------------------------------------
 
 describe.each([sqliteBackend(), postgresBackend()])('CheckStore on $name', (backend) => {
-  const opened: CheckStore[] = [];
+  const stores = storesOn(backend);
 
   /** Opens (and migrates) a store on a database, new unless one is given. */
-  async function storeOn(location = backend.create()): Promise<CheckStore> {
-    const store = await backend.open(location);
-    opened.push(store);
-    await store.migrate();
-    return store;
-  }
-
-  beforeAll(async () => {
-    await backend.setup();
-  });
-
-  afterEach(async () => {
-    await Promise.all(opened.splice(0).map((store) => store.close()));
-  });
-
-  afterAll(async () => {
-    await backend.teardown();
-  });
+  const storeOn = (location = backend.create()): Promise<CheckStore> => stores.open(location);
 
   it('reports its kind and answers ping', async () => {
     const store = await storeOn();

@@ -6,11 +6,11 @@
  */
 import { randomUUID } from 'node:crypto';
 import type { CoverageEligibilityResponse, Subscription } from 'fhir/r4.js';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import type { Check, CheckStore, NewCheck } from '../../src/checks/store/check-store.js';
 import type { EventFilter } from '../../src/checks/store/subscription-store.js';
 import { ELIGIBILITY_FINAL_TOPIC } from '../../src/checks/store/subscription-store.js';
-import { postgresBackend, sqliteBackend } from '../support/store-backends.js';
+import { postgresBackend, sqliteBackend, storesOn } from '../support/store-backends.js';
 import { upstreamTaskRequest } from '../support/requests.js';
 
 const T0 = Date.UTC(2026, 0, 1, 8, 0, 0);
@@ -115,31 +115,12 @@ async function subscribe(store: CheckStore, tenantId: string, filter: EventFilte
 }
 
 describe.each([sqliteBackend(), postgresBackend()])('SubscriptionStore on $name', (backend) => {
-  const opened: CheckStore[] = [];
+  const opener = storesOn(backend);
   async function stores(): Promise<{ store: CheckStore; reopen: () => Promise<CheckStore> }> {
     const location = backend.create();
-    const store = await backend.open(location);
-    const reopen = () => backend.open(location);
-    opened.push(store);
-    await store.migrate();
-    return {
-      store,
-      reopen: async () => {
-        const again = await reopen();
-        opened.push(again);
-        return again;
-      },
-    };
+    const store = await opener.open(location);
+    return { store, reopen: () => opener.open(location, false) };
   }
-  beforeAll(async () => {
-    await backend.setup();
-  });
-  afterEach(async () => {
-    await Promise.all(opened.splice(0).map((store) => store.close()));
-  });
-  afterAll(async () => {
-    await backend.teardown();
-  });
 
   it('writes one event per final check for each matching live subscription of the tenant, numbered 1, 2, 3', async () => {
     const { store } = await stores();

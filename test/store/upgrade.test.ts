@@ -10,10 +10,11 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import pg from 'pg';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import type { Check, CheckStore } from '../../src/checks/store/check-store.js';
 import { openStore } from '../../src/checks/store/open.js';
 import { testDatabaseUrl } from '../support/postgres.js';
+import { storesOn } from '../support/store-backends.js';
 
 const T0 = Date.UTC(2025, 0, 1, 8, 0, 0);
 const DONE = '00000000-0000-4000-8000-000000000001';
@@ -170,26 +171,8 @@ function postgresBackend(): Backend {
 }
 
 describe.each([sqliteBackend(), postgresBackend()])('a $name database of the previous release', (backend) => {
-  const opened: CheckStore[] = [];
-
-  async function open(location: string): Promise<CheckStore> {
-    const store = await backend.open(location);
-    opened.push(store);
-    await store.migrate();
-    return store;
-  }
-
-  beforeAll(async () => {
-    await backend.setup();
-  });
-
-  afterEach(async () => {
-    await Promise.all(opened.splice(0).map((store) => store.close()));
-  });
-
-  afterAll(async () => {
-    await backend.teardown();
-  });
+  const stores = storesOn(backend);
+  const open = (location: string): Promise<CheckStore> => stores.open(location);
 
   it('keeps its rows through the upgrade', async () => {
     const store = await open(await backend.previous());

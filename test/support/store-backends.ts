@@ -8,6 +8,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import pg from 'pg';
+import { afterAll, afterEach, beforeAll } from 'vitest';
 import type { CheckStore } from '../../src/checks/store/check-store.js';
 import { openStore } from '../../src/checks/store/open.js';
 import { testDatabaseUrl } from './postgres.js';
@@ -75,6 +76,30 @@ export function postgresBackend(): Backend {
       } finally {
         await client.end();
       }
+    },
+  };
+}
+
+/**
+ * Registers a backend's set-up and tear-down with the enclosing `describe` block and returns how
+ * to open a store on one of its databases; every store opened is closed after each test.
+ */
+export function storesOn(backend: Pick<Backend, 'setup' | 'open' | 'teardown'>): {
+  /** Opens a store on the database at `location`, migrated unless `migrate` is false. */
+  open(location: string, migrate?: boolean): Promise<CheckStore>;
+} {
+  const opened: CheckStore[] = [];
+  beforeAll(() => backend.setup());
+  afterEach(async () => {
+    await Promise.all(opened.splice(0).map((store) => store.close()));
+  });
+  afterAll(() => backend.teardown());
+  return {
+    async open(location, migrate = true) {
+      const store = await backend.open(location);
+      opened.push(store);
+      if (migrate) await store.migrate();
+      return store;
     },
   };
 }
