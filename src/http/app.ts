@@ -6,11 +6,11 @@ import { parse as parseQuery } from 'node:querystring';
 import cors from 'cors';
 import express from 'express';
 import type { Router } from 'express';
-import helmet from 'helmet';
 import type { Logger } from '../log.js';
 import { errorHandler, unknownRoute } from './fhir-json.js';
 import type { FhirRoutes } from './fhir-routes.js';
 import { requestId, requestLog } from './middleware.js';
+import { securityHeaders } from './security-headers.js';
 import type { RequestObserver } from './middleware.js';
 
 export interface ReadyReport {
@@ -74,7 +74,7 @@ export function createApp(deps: AppDeps): express.Express {
   // dropped silently and a search widened. Every pair is kept; the search refuses too many
   // (operations/search/params.ts, MAX_PAIRS).
   app.set('query parser', (query: string) => parseQuery(query, '&', '=', { maxKeys: 0 }));
-  app.use(helmet({ contentSecurityPolicy: { directives: { defaultSrc: ["'none'"] } } }));
+  app.use(securityHeaders);
   app.use(requestId);
   app.use(requestLog(deps.logger, deps.observe));
 

@@ -2,9 +2,9 @@
  * Request id, one log line per request, and bearer-key authentication of tenants.
  */
 import { randomUUID, timingSafeEqual } from 'node:crypto';
-import type { Request, RequestHandler } from 'express';
+import type { NextFunction, Request, RequestHandler, Response } from 'express';
 import type { Tenant } from '../config.js';
-import { hashApiKey } from '../config.js';
+import { apiKeyDigest } from '../config.js';
 import type { Logger } from '../log.js';
 import { OperationOutcomeError, outcome, unauthorized } from '../fhir/outcomes.js';
 import type { AccessTokens } from '../operations/auth/access-tokens.js';
@@ -18,10 +18,14 @@ import type { Scope } from '../operations/auth/scopes.js';
  */
 const REQUEST_ID = /^(?=[^0-9]*[0-9])[A-Za-z0-9_-]{1,64}$/;
 
+/** A request's id: its X-Request-Id when that is an opaque token, else a new one. */
+export function requestIdOf(given: string | string[] | undefined): string {
+  return typeof given === 'string' && REQUEST_ID.test(given) ? given : randomUUID();
+}
+
 /** Takes X-Request-Id when it is an opaque token, else generates one; echoes it back. */
 export const requestId: RequestHandler = (req, res, next) => {
-  const given = req.header('x-request-id');
-  const id = given && REQUEST_ID.test(given) ? given : randomUUID();
+  const id = requestIdOf(req.header('x-request-id'));
   res.locals.requestId = id;
   res.setHeader('X-Request-Id', id);
   next();
@@ -35,20 +39,52 @@ export function routeOf(req: Request): string {
 
 export type RequestObserver = (method: string, route: string, status: number, seconds: number) => void;
 
+/** What the request log and the request metrics say of one finished request. */
+export interface FinishedRequest {
+  requestId: string;
+  method: string;
+  /** The route pattern, never the raw URL (which may carry ids or patient data). */
+  route: string;
+  status: number;
+  /** process.hrtime.bigint() when the request arrived. */
+  started: bigint;
+  tenant: string | undefined;
+}
+
+/**
+ * Logs a finished request (one JSON line: method, route, status, duration, tenant) and shows it to
+ * the metrics: the express app's requestLog and the CER read lane (src/http/cer-read-lane.ts).
+ */
+export function requestFinished(
+  logger: Logger,
+  observe: RequestObserver | undefined,
+): (done: FinishedRequest) => void {
+  return ({ requestId, method, route, status, started, tenant }) => {
+    const durationMs = Number(process.hrtime.bigint() - started) / 1e6;
+    observe?.(method, route, status, durationMs / 1000);
+    logger.info('request', {
+      requestId,
+      method,
+      route,
+      status,
+      durationMs: Math.round(durationMs * 100) / 100,
+      tenant,
+    });
+  };
+}
+
 /** One JSON log line per request: method, route (the pattern, never the raw URL), status, duration. */
 export function requestLog(logger: Logger, observe?: RequestObserver): RequestHandler {
+  const finished = requestFinished(logger, observe);
   return (req, res, next) => {
     const started = process.hrtime.bigint();
     res.on('finish', () => {
-      const durationMs = Number(process.hrtime.bigint() - started) / 1e6;
-      const route = routeOf(req);
-      observe?.(req.method, route, res.statusCode, durationMs / 1000);
-      logger.info('request', {
+      finished({
         requestId: String(res.locals.requestId),
         method: req.method,
-        route,
+        route: routeOf(req),
         status: res.statusCode,
-        durationMs: Math.round(durationMs * 100) / 100,
+        started,
         tenant: (res.locals.tenant as Tenant | undefined)?.id,
       });
     });
@@ -70,7 +106,7 @@ function keyDigests(tenants: readonly Tenant[]): KeyDigest[] {
 
 /** Finds the key whose hash matches, comparing every hash in constant time. */
 function findKey(digests: readonly KeyDigest[], key: string): KeyDigest | undefined {
-  const digest = Buffer.from(hashApiKey(key), 'hex');
+  const digest = apiKeyDigest(key);
   let found: KeyDigest | undefined;
   for (const entry of digests) {
     // Every hash is compared, so the time does not tell which tenant (if any) matched.
@@ -103,7 +139,7 @@ export interface AuthenticateOptions {
   /** SMART access tokens, accepted as Bearer beside the API keys. */
   tokens?: AccessTokens;
   /** Counts refused requests (they have no tenant: the operator's log gets a count, docs/auth.md). */
-  refused?: (reason: 'missing' | 'unknown-key' | 'bad-access-token') => void;
+  refused?: (reason: RefusalReason) => void;
   now?: () => number;
 }
 
@@ -116,52 +152,77 @@ const invalidToken = () =>
     'WWW-Authenticate': 'Bearer realm="fhir", error="invalid_token"',
   });
 
+/** Why a request was not authenticated (counted for the operator, docs/auth.md). */
+export type RefusalReason = 'missing' | 'unknown-key' | 'bad-access-token';
+
+/** Who sent a request, or why no one could be told. */
+export type Identity = { principal: Principal } | { refused: RefusalReason; error: OperationOutcomeError };
+
 /**
- * `Authorization: Bearer <api key or SMART access token>`; sets res.locals.tenant and
- * res.locals.principal, or answers 401 (login). An API key is looked up first (its digest, in
- * constant time); a value shaped like a JWT that is no key is verified as an access token.
+ * Tells who sent `Authorization: Bearer <api key or SMART access token>`: an API key is looked up
+ * first (its digest, in constant time), and at once; a value shaped like a JWT that is no key is
+ * verified as an access token (a promise). Used by authenticate and the CER read lane.
  */
-export function authenticate(tenants: readonly Tenant[], options: AuthenticateOptions = {}): RequestHandler {
+export function identifier(
+  tenants: readonly Tenant[],
+  options: AuthenticateOptions = {},
+): (authorization: string | undefined) => Identity | Promise<Identity> {
   const digests = keyDigests(tenants);
   const now = options.now ?? Date.now;
-  return (req, res, next) => {
-    const header = req.header('authorization') ?? '';
-    const match = /^Bearer\s+(\S+)\s*$/i.exec(header);
+  return (header) => {
+    const match = /^Bearer\s+(\S+)\s*$/i.exec(header ?? '');
     const credential = match?.[1];
     const found = credential ? findKey(digests, credential) : undefined;
     if (found) {
-      res.locals.tenant = found.tenant;
-      res.locals.principal = {
-        tenant: found.tenant,
-        kind: 'api-key',
-        id: apiKeyId(found.digest),
-        scopes: null,
-      } satisfies Principal;
-      next();
-      return;
+      return {
+        principal: { tenant: found.tenant, kind: 'api-key', id: apiKeyId(found.digest), scopes: null },
+      };
     }
     if (credential && options.tokens && looksLikeJwt(credential)) {
-      options.tokens.verify(credential, now()).then(
-        (verified) => {
-          if (!verified) {
-            options.refused?.('bad-access-token');
-            next(invalidToken());
-            return;
-          }
-          res.locals.tenant = verified.tenant;
-          res.locals.principal = {
-            tenant: verified.tenant,
-            kind: 'client',
-            id: verified.clientId,
-            scopes: verified.scopes,
-          } satisfies Principal;
-          next();
-        },
+      return options.tokens.verify(credential, now()).then((verified): Identity =>
+        verified
+          ? {
+              principal: {
+                tenant: verified.tenant,
+                kind: 'client',
+                id: verified.clientId,
+                scopes: verified.scopes,
+              },
+            }
+          : { refused: 'bad-access-token', error: invalidToken() },
+      );
+    }
+    return match
+      ? { refused: 'unknown-key', error: unauthorized('The API key is not valid') }
+      : { refused: 'missing', error: unauthorized('Send Authorization: Bearer <api key>') };
+  };
+}
+
+/**
+ * `Authorization: Bearer <api key or SMART access token>` (identifier, above); sets
+ * res.locals.tenant and res.locals.principal, or answers 401 (login).
+ */
+export function authenticate(tenants: readonly Tenant[], options: AuthenticateOptions = {}): RequestHandler {
+  const identify = identifier(tenants, options);
+  const settle = (res: Response, next: NextFunction, identity: Identity) => {
+    if ('refused' in identity) {
+      options.refused?.(identity.refused);
+      next(identity.error);
+      return;
+    }
+    res.locals.tenant = identity.principal.tenant;
+    res.locals.principal = identity.principal;
+    next();
+  };
+  return (req, res, next) => {
+    const identity = identify(req.header('authorization'));
+    if (identity instanceof Promise) {
+      identity.then(
+        (known) => settle(res, next, known),
         (error: unknown) => next(error),
       );
       return;
     }
-    options.refused?.(match ? 'unknown-key' : 'missing');
-    next(unauthorized(match ? 'The API key is not valid' : 'Send Authorization: Bearer <api key>'));
+    settle(res, next, identity);
   };
 }

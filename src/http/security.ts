@@ -114,9 +114,35 @@ export const paramEntity =
     res.statusCode < 400 && typeof req.params.id === 'string' ? `${type}/${req.params.id}` : undefined;
 
 /**
- * Records an AuditEvent for the request once its answer is sent (never on the answer's path):
- * outcome 0 for a success, 4 for a refusal (4xx: a missing scope, another tenant's id), 8 for a
- * server error. A request that was not authenticated has no tenant and is not recorded here.
+ * The AuditEvents of one answered request: outcome 0 for a success, 4 for a refusal (4xx: a
+ * missing scope, another tenant's id), 8 for a server error; one per entity. Used by audited and
+ * the CER read lane (src/http/cer-read-lane.ts).
+ */
+export function auditRecords(
+  spec: AuditSpec,
+  principal: Principal,
+  status: number,
+  entity: string | readonly string[] | undefined,
+  note: string | undefined,
+): AuditRecord[] {
+  const record: AuditRecord = {
+    tenantId: principal.tenant.id,
+    agentId: principal.id,
+    agentKind: principal.kind,
+    action: spec.action,
+    interaction: spec.interaction,
+    outcome: status < 400 ? '0' : status < 500 ? '4' : '8',
+  };
+  if (spec.operation) record.operation = spec.operation;
+  if (status >= 400) record.outcomeDesc = note ?? `HTTP ${status}`;
+  const entities = entity === undefined ? [undefined] : typeof entity === 'string' ? [entity] : entity;
+  if (entities.length === 0) return [record];
+  return entities.map((what) => (what ? { ...record, entities: [what] } : record));
+}
+
+/**
+ * Records an AuditEvent for the request once its answer is sent (never on the answer's path), see
+ * auditRecords. A request that was not authenticated has no tenant and is not recorded here.
  */
 export function audited(audit: AuditTrail | undefined, spec: AuditSpec): RequestHandler {
   if (!audit?.enabled) return (_req, _res, next) => next();
@@ -124,24 +150,14 @@ export function audited(audit: AuditTrail | undefined, spec: AuditSpec): Request
     res.on('finish', () => {
       const principal = res.locals.principal as Principal | undefined;
       if (!principal) return;
-      const status = res.statusCode;
-      const entity = spec.entity?.(req, res);
-      const entities = entity === undefined ? [undefined] : typeof entity === 'string' ? [entity] : entity;
-      const record: AuditRecord = {
-        tenantId: principal.tenant.id,
-        agentId: principal.id,
-        agentKind: principal.kind,
-        action: spec.action,
-        interaction: spec.interaction,
-        outcome: status < 400 ? '0' : status < 500 ? '4' : '8',
-      };
-      if (spec.operation) record.operation = spec.operation;
-      if (status >= 400) {
-        const note = res.locals.auditNote as string | undefined;
-        record.outcomeDesc = note ?? `HTTP ${status}`;
-      }
-      if (entities.length === 0) audit.record(record);
-      for (const what of entities) audit.record(what ? { ...record, entities: [what] } : record);
+      const records = auditRecords(
+        spec,
+        principal,
+        res.statusCode,
+        spec.entity?.(req, res),
+        res.locals.auditNote as string | undefined,
+      );
+      for (const record of records) audit.record(record);
     });
     next();
   };
