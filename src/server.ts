@@ -36,6 +36,9 @@ import { AuditTrail } from './checks/audit.js';
 import { AccessTokens } from './operations/auth/access-tokens.js';
 import { ClientKeys } from './operations/auth/token-endpoint.js';
 import { RefusalCounter, tokenRoute } from './http/security.js';
+import { cerReadLane, type Lane } from './http/cer-read-lane.js';
+import { identifier, requestFinished } from './http/middleware.js';
+import type { RequestObserver } from './http/middleware.js';
 
 export const VERSION = '0.1.0';
 
@@ -51,6 +54,8 @@ export interface RunningServer {
   upstreamUrl: string;
   /** The audit trail (record() from other routes; flush() in tests). */
   audit: AuditTrail;
+  /** The CER read lane ahead of the app (src/http/cer-read-lane.ts); absent when CORS is configured. */
+  readLane?: Lane;
   stop(): Promise<void>;
 }
 
@@ -227,11 +232,14 @@ export async function startServer(
     { audit, refused: refusals.note },
   );
 
+  const observe: RequestObserver = (method, route, status, seconds) =>
+    metrics.httpDuration.observe({ method, route, status: String(status) }, seconds);
+  const cerCache = new CerCache();
+  const security = { tokens, refused: refusals.note, now, audit, auditStore: audit };
   const app = createApp({
     logger,
     ready: () => readiness(store, upstream),
-    observe: (method, route, status, seconds) =>
-      metrics.httpDuration.observe({ method, route, status: String(status) }, seconds),
+    observe,
     extraRoutes: (express) => {
       metricsRoute(metrics, config.metricsToken)(express);
       tokenRoutes(express);
@@ -255,8 +263,8 @@ export async function startServer(
       baseUrl,
       submitRatePerMinute: config.submitRatePerMinute,
       pollIntervalMs: config.pollIntervalMs,
-      cerCache: new CerCache(),
-      security: { tokens, refused: refusals.note, now, audit, auditStore: audit },
+      cerCache,
+      security,
       freshResults: new FreshResults(upstream),
       documentOrigins: [new URL(upstreamUrl).origin],
       logger,
@@ -271,7 +279,28 @@ export async function startServer(
     }),
   });
 
-  server.on('request', app);
+  // The plain CER read is answered ahead of express (src/http/cer-read-lane.ts); the cors
+  // middleware's headers are the app's, so with CORS configured every request goes to the app.
+  const readLane =
+    config.corsOrigins.length === 0
+      ? cerReadLane({
+          identify: identifier(config.tenants, security),
+          checks,
+          cerCache,
+          audit,
+          finished: requestFinished(logger, observe),
+        })
+      : undefined;
+  server.on(
+    'request',
+    readLane
+      ? (req, res) => {
+          readLane(req, res, () => {
+            app(req, res);
+          });
+        }
+      : app,
+  );
   scheduler.start();
   notifications.start();
   // Retention: finished checks older than RETENTION_DAYS are deleted (hourly).
@@ -313,6 +342,7 @@ export async function startServer(
     notifications,
     upstreamUrl,
     audit,
+    readLane,
     async stop() {
       clearInterval(purgeTimer);
       clearTimeout(firstPurge);
