@@ -289,6 +289,7 @@ export async function startServer(
           cerCache,
           audit,
           finished: requestFinished(logger, observe),
+          logger,
         })
       : undefined;
   server.on(

@@ -24,7 +24,8 @@ import { permits } from '../operations/auth/scopes.js';
 import type { FhirAnswer } from '../operations/types.js';
 import { FHIR_JSON } from './fhir-json.js';
 import type { FinishedRequest, Identity } from './middleware.js';
-import { requestIdOf } from './middleware.js';
+import { markArrival, requestIdOf } from './middleware.js';
+import type { Logger } from '../log.js';
 import { SECURITY_HEADER_LIST } from './security-headers.js';
 import { auditRecords, type AuditSpec } from './security.js';
 
@@ -45,6 +46,7 @@ export interface CerReadLaneDeps {
   cerCache: CerCache;
   audit?: AuditTrail;
   finished: (done: FinishedRequest) => void;
+  logger: Logger;
 }
 
 /** A request handler that answers the plain CER read itself, or hands the request to `app`. */
@@ -61,18 +63,38 @@ export function cerReadLane(deps: CerReadLaneDeps): Lane {
       app();
       return;
     }
-    const started = process.hrtime.bigint();
+    const started = markArrival(req);
     answer(deps, req, id).then(
       (done) => {
         if (!done) {
           app();
           return;
         }
-        answered += 1;
-        write(deps, req, res, id, done, started);
+        try {
+          write(deps, req, res, id, done, started);
+          answered += 1;
+        } catch (error) {
+          // As express's error handler: before the answer began the app answers (a 500 included);
+          // after, the connection is closed, so a kept-alive client never reads a cut-off body.
+          deps.logger.error('the CER read lane failed to write its answer', {
+            requestId: done.requestId,
+            route: ROUTE,
+            error,
+          });
+          if (res.headersSent) res.destroy();
+          else app();
+        }
       },
-      // An error of any kind: the app runs the request again and answers it (a 500 included).
-      () => app(),
+      (error: unknown) => {
+        // The app runs the request again and answers it (a 404 of another clinic's id, a 500 of a
+        // store that fails again), with its OperationOutcome, log line and AuditEvent. A failure
+        // the app's own try gets past is still told to the operator.
+        deps.logger.warn('the CER read lane handed a read to the app after an error', {
+          route: ROUTE,
+          error,
+        });
+        app();
+      },
     );
   };
   return Object.assign(lane, { answered: () => answered });

@@ -2,6 +2,7 @@
  * Request id, one log line per request, and bearer-key authentication of tenants.
  */
 import { randomUUID, timingSafeEqual } from 'node:crypto';
+import type { IncomingMessage } from 'node:http';
 import type { NextFunction, Request, RequestHandler, Response } from 'express';
 import type { Tenant } from '../config.js';
 import { apiKeyDigest } from '../config.js';
@@ -73,11 +74,25 @@ export function requestFinished(
   };
 }
 
+/** When a request arrived, set by the first handler that sees it (the CER read lane, or requestLog). */
+const ARRIVED = Symbol('arrived');
+
+/**
+ * The time a request arrived (process.hrtime.bigint()), marked now if no one marked it before: a
+ * read the CER read lane hands to the app is logged and measured from its arrival, the lane's
+ * time included.
+ */
+export function markArrival(req: IncomingMessage): bigint {
+  const marked = req as IncomingMessage & { [ARRIVED]?: bigint };
+  marked[ARRIVED] ??= process.hrtime.bigint();
+  return marked[ARRIVED];
+}
+
 /** One JSON log line per request: method, route (the pattern, never the raw URL), status, duration. */
 export function requestLog(logger: Logger, observe?: RequestObserver): RequestHandler {
   const finished = requestFinished(logger, observe);
   return (req, res, next) => {
-    const started = process.hrtime.bigint();
+    const started = markArrival(req);
     res.on('finish', () => {
       finished({
         requestId: String(res.locals.requestId),

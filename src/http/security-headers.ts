@@ -1,9 +1,11 @@
 /**
  * The security headers of every answer (helmet: a CSP of `default-src 'none'`, nosniff, HSTS,
- * frame and referrer policies, ...). They do not depend on the request, so helmet runs once, at
- * start-up, against a recorder, and each answer gets the recorded list: the app's middleware and
- * the CER read lane (src/http/cer-read-lane.ts) set the same headers, and no answer walks
- * helmet's dozen middlewares (bench/README.md, figure 2).
+ * frame and referrer policies, ...). With this configuration they do not depend on the request,
+ * so helmet runs once, at start-up, against a recorder, and every answer gets the recorded list:
+ * the app's middleware and the CER read lane (src/http/cer-read-lane.ts) set them from this one
+ * place, so the two cannot drift apart. (Setting a recorded list is not cheaper than helmet
+ * itself, bench/README.md; sharing it is the point.) A directive computed per request (a CSP
+ * nonce, say) would be frozen by the recording: such a configuration must not be made here.
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { RequestHandler } from 'express';

@@ -40,6 +40,10 @@ function requestLines(): Record<string, unknown>[] {
 }
 
 describe('the CER read as a direct route', () => {
+  it("is not taken by the CER read lane when CORS is configured (the CORS headers are the app's)", () => {
+    expect(h.server.readLane).toBeUndefined();
+  });
+
   it('is matched by the app before the /fhir router is entered', () => {
     const stack = (h.server.app as unknown as { router: { stack: Layer[] } }).router.stack;
     const direct = stack.findIndex((l) => l.route?.path === '/fhir/CoverageEligibilityResponse/:id');
