@@ -14,7 +14,7 @@ import request from 'supertest';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Harness } from '../support/harness.js';
 import { startHarness, TENANT_A_KEY, TENANT_B_KEY } from '../support/harness.js';
-import { eligibilityRequest } from '../support/requests.js';
+import { submitFinal } from '../support/submit.js';
 import type { ClientKey } from '../support/smart.js';
 import { accessToken, clientKey, serviceKey } from '../support/smart.js';
 
@@ -51,13 +51,7 @@ beforeAll(async () => {
       ],
     },
   });
-  const created = await request(h.url)
-    .post('/fhir/CoverageEligibilityRequest/$submit')
-    .set(h.auth)
-    .set('Prefer', 'wait=10')
-    .send(eligibilityRequest({ emiratesId: '784-1990-0000001-1' }));
-  expect(created.status).toBe(200);
-  path = new URL(String(created.headers.location)).pathname;
+  path = await submitFinal(h.url, h.auth, { emiratesId: '784-1990-0000001-1' });
   const first = await request(h.server.app).get(path).set(h.auth);
   etag = String(first.headers.etag);
   lastModified = String(first.headers['last-modified']);

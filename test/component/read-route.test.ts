@@ -8,7 +8,7 @@ import request from 'supertest';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Harness } from '../support/harness.js';
 import { startHarness } from '../support/harness.js';
-import { eligibilityRequest } from '../support/requests.js';
+import { submitFinal } from '../support/submit.js';
 
 const EHR = 'https://ehr.clinic-a.example';
 
@@ -17,13 +17,7 @@ let path: string;
 
 beforeAll(async () => {
   h = await startHarness({ corsOrigins: [EHR] });
-  const created = await request(h.url)
-    .post('/fhir/CoverageEligibilityRequest/$submit')
-    .set(h.auth)
-    .set('Prefer', 'wait=10')
-    .send(eligibilityRequest({ emiratesId: '784-1990-0000001-1' }));
-  expect(created.status).toBe(200);
-  path = new URL(String(created.headers.location)).pathname;
+  path = await submitFinal(h.url, h.auth, { emiratesId: '784-1990-0000001-1' });
 });
 afterAll(async () => {
   await h.stop();

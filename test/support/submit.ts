@@ -22,3 +22,17 @@ export function postSubmit(
     .set('Content-Type', 'application/fhir+json')
     .send(eligibilityRequest(options));
 }
+
+/**
+ * Submits a check and waits (up to 10 s) for its final answer, which must be 200; returns the
+ * CER's path (`/fhir/CoverageEligibilityResponse/{id}`).
+ */
+export async function submitFinal(
+  url: string,
+  auth: Record<string, string>,
+  options: RequestOptions,
+): Promise<string> {
+  const created = await postSubmit(url, auth, options, { Prefer: 'wait=10' });
+  if (created.status !== 200) throw new Error(`$submit answered ${created.status}, not 200`);
+  return new URL(String(created.headers.location)).pathname;
+}
