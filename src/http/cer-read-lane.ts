@@ -23,11 +23,11 @@ import { readResponse } from '../operations/read.js';
 import { permits } from '../operations/auth/scopes.js';
 import type { FhirAnswer } from '../operations/types.js';
 import { FHIR_JSON } from './fhir-json.js';
-import type { FinishedRequest, Identity } from './middleware.js';
+import type { FinishedRequest, Identity, Principal } from './middleware.js';
 import { markArrival, requestIdOf } from './middleware.js';
 import type { Logger } from '../log.js';
 import { SECURITY_HEADER_LIST } from './security-headers.js';
-import { auditRecords, type AuditSpec } from './security.js';
+import { auditRecords, CER_READ_AUDIT } from './security.js';
 
 const CER = 'CoverageEligibilityResponse';
 /** The route as the app names it in logs and metrics. */
@@ -36,8 +36,6 @@ const ROUTE = `/fhir/${CER}/:id`;
 const PATH = /^\/fhir\/CoverageEligibilityResponse\/([A-Za-z0-9\-.]{1,64})$/;
 /** Accept values that content negotiation (fhir-json.ts, negotiate) serves as FHIR JSON. */
 const ACCEPTED = new Set(['application/fhir+json', 'application/json', 'application/*+json', '*/*']);
-/** The read's AuditEvent, as the app's route records it (fhir-routes.ts). */
-const READ_AUDIT: AuditSpec = { action: 'R', interaction: 'read' };
 const CONTENT_TYPE = `${FHIR_JSON}; charset=utf-8`;
 
 export interface CerReadLaneDeps {
@@ -112,7 +110,7 @@ function plainRead(req: IncomingMessage): string | undefined {
 
 interface Done {
   answer: FhirAnswer;
-  principal: Extract<Identity, { principal: unknown }>['principal'];
+  principal: Principal;
   requestId: string;
 }
 
@@ -163,7 +161,7 @@ function write(
   const unchanged =
     answer.status === 304 ||
     fresh(req.headers, { etag: answer.headers?.ETag, 'last-modified': answer.headers?.['Last-Modified'] });
-  const status = unchanged || body === undefined ? 304 : answer.status;
+  const status = unchanged ? 304 : answer.status;
   if (status === 304 || body === undefined) {
     res.writeHead(status, headers);
     res.end();
@@ -176,7 +174,7 @@ function write(
   res.once('finish', () => {
     deps.finished({ requestId, method: 'GET', route: ROUTE, status, started, tenant: principal.tenant.id });
     if (deps.audit?.enabled) {
-      for (const record of auditRecords(READ_AUDIT, principal, status, `${CER}/${id}`, undefined)) {
+      for (const record of auditRecords(CER_READ_AUDIT, principal, status, `${CER}/${id}`, undefined)) {
         deps.audit.record(record);
       }
     }

@@ -38,6 +38,7 @@ import type { AuditTrail } from '../checks/audit.js';
 import { readAuditEvent, searchAuditEvents, type AuditStore } from '../operations/audit-events.js';
 import {
   audited,
+  CER_READ_AUDIT,
   listedEntities,
   locationEntity,
   locationOf,
@@ -143,7 +144,7 @@ export function fhirRoutes(deps: FhirRouteDeps): FhirRoutes {
       handlers: [
         negotiate,
         auth,
-        audited(audit, { action: 'R', interaction: 'read', entity: paramEntity(CER) }),
+        audited(audit, CER_READ_AUDIT),
         requireScope(CER, 'r'),
         operation((req) => readResponse(req, deps.checks, deps.cerCache)),
       ],

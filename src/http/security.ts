@@ -113,6 +113,13 @@ export const paramEntity =
   (req: express.Request, res: Response): string | undefined =>
     res.statusCode < 400 && typeof req.params.id === 'string' ? `${type}/${req.params.id}` : undefined;
 
+/** The AuditEvent of a CER read: the app's route and the CER read lane record the same. */
+export const CER_READ_AUDIT: AuditSpec = {
+  action: 'R',
+  interaction: 'read',
+  entity: paramEntity('CoverageEligibilityResponse'),
+};
+
 /**
  * The AuditEvents of one answered request: outcome 0 for a success, 4 for a refusal (4xx: a
  * missing scope, another tenant's id), 8 for a server error; one per entity. Used by audited and
