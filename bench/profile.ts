@@ -5,6 +5,9 @@
  *   BENCH_CPU_PROF=/tmp/prof npm run bench:cost     (any bench that spawns the service)
  *   npx tsx bench/profile.ts /tmp/prof/<file>.cpuprofile [top=25]
  *   npx tsx bench/profile.ts --inclusive /tmp/prof/<file>.cpuprofile [top=40]
+ *
+ * PROFILE_SKIP_MS=N leaves out the samples of the first N ms of the profile (start-up and
+ * warm-up), so only the measured part of a run is summarized.
  */
 import { readFileSync } from 'node:fs';
 
@@ -39,8 +42,22 @@ function moduleOf(url: string, functionName: string): string {
   return url;
 }
 
-export function summarizeProfile(file: string, top = 25): ProfileSummary {
+/** The profile, without the samples of its first PROFILE_SKIP_MS milliseconds (they count as idle). */
+function loadProfile(file: string): CpuProfile {
   const profile = JSON.parse(readFileSync(file, 'utf8')) as CpuProfile;
+  const skipUs = Number(process.env.PROFILE_SKIP_MS ?? 0) * 1000;
+  if (skipUs <= 0) return profile;
+  const idle = profile.nodes.find((n) => n.callFrame.functionName === '(idle)')?.id ?? -1;
+  let at = 0;
+  const samples = profile.samples.map((id, i) => {
+    at += profile.timeDeltas[i] ?? 0;
+    return at < skipUs ? idle : id;
+  });
+  return { ...profile, samples };
+}
+
+export function summarizeProfile(file: string, top = 25): ProfileSummary {
+  const profile = loadProfile(file);
   const byId = new Map(profile.nodes.map((n) => [n.id, n]));
   const selfUs = new Map<number, number>();
   profile.samples.forEach((id, i) => {
@@ -86,7 +103,7 @@ export function summarizeProfile(file: string, top = 25): ProfileSummary {
  * "and what it calls"), so a step's whole cost shows, wherever its callees live.
  */
 export function inclusiveProfile(file: string, top = 25): Array<{ name: string; ms: number; pct: number }> {
-  const profile = JSON.parse(readFileSync(file, 'utf8')) as CpuProfile;
+  const profile = loadProfile(file);
   const parent = new Map<number, number>();
   for (const node of profile.nodes) for (const child of node.children ?? []) parent.set(child, node.id);
   const byId = new Map(profile.nodes.map((n) => [n.id, n]));
