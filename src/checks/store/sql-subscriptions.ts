@@ -247,6 +247,15 @@ export class SqlSubscriptionStore implements SubscriptionStore {
 
   async claimDue({ owner, now, leaseMs, limit }: SubscriptionClaim): Promise<StoredSubscription[]> {
     if (limit <= 0) return [];
+    // Most rounds find nothing due (one runs each time a check turns final, and every 100 ms): a
+    // read says so without a write (on SQLite a place in the group commit, about 0.25 ms of CPU
+    // a round in bench:cost; on PostgreSQL an UPDATE). A subscription due a moment later is the
+    // next round's, as it would have been had the UPDATE below run a moment earlier.
+    const [due] = await this.rows(`SELECT 1 AS due FROM subscriptions WHERE ${DUE} LIMIT 1`, [
+      now,
+      this.dialect.bool(true),
+    ]);
+    if (!due) return [];
     // One statement, so one round trip and atomic on both databases: PostgreSQL locks the due rows
     // it picks (FOR UPDATE SKIP LOCKED, so a second replica's claim skips them); SQLite runs it in
     // the group commit, one writer at a time. The outer condition is checked again on the row as
