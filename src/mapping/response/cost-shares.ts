@@ -45,9 +45,13 @@ export interface CostShare {
   notes: string[];
 }
 
+/** The present parts, each once, joined with " - "; undefined when none. A loop: this runs for every item. */
 function joinName(...parts: (string | null | undefined)[]): string | undefined {
-  const present = parts.map((p) => fhirText(p)).filter((p): p is string => p !== undefined);
-  const unique = present.filter((p, i) => present.indexOf(p) === i);
+  const unique: string[] = [];
+  for (const part of parts) {
+    const text = fhirText(part);
+    if (text !== undefined && !unique.includes(text)) unique.push(text);
+  }
   return unique.length > 0 ? unique.join(' - ') : undefined;
 }
 
@@ -69,12 +73,26 @@ function costSharingFigures(c: CostSharing): Figures {
   };
 }
 
-function share(
-  fields: Omit<CostShare, 'category' | 'referralGated'> & { category?: ServiceCategory; gated?: boolean },
-): CostShare {
+type ShareFields = Omit<CostShare, 'category' | 'referralGated'> & {
+  category?: ServiceCategory;
+  gated?: boolean;
+};
+
+/** A CostShare built field by field (no rest/spread copies: this runs for every item). */
+function share(fields: ShareFields): CostShare {
   const category = fields.category ?? categoryFor(fields.label);
-  const { gated, ...rest } = fields;
-  return { ...rest, category, referralGated: gated === true || category.referralGated === true };
+  return {
+    source: fields.source,
+    label: fields.label,
+    category,
+    referralGated: fields.gated === true || category.referralGated === true,
+    name: fields.name,
+    coverageStatus: fields.coverageStatus,
+    network: fields.network,
+    term: fields.term,
+    figures: fields.figures,
+    notes: fields.notes,
+  };
 }
 
 /** copay_analysis.copay_details: one item each, plus one for a cost_sharing block (items.ts drops it when it adds nothing). */
