@@ -38,9 +38,13 @@ const XML_ESCAPES: Readonly<Record<string, string>> = {
   "'": '&#39;',
 };
 
+const XML_SPECIAL = /[&<>"']/;
+const XML_SPECIALS = /[&<>"']/g;
+
 /** Text as XML character data or an attribute value: the five XML specials escaped, nothing else. */
 export function escapeXml(text: string): string {
-  return text.replace(/[&<>"']/g, (c) => XML_ESCAPES[c] ?? c);
+  // Most text has none of them: tested first, replaced only when needed.
+  return XML_SPECIAL.test(text) ? text.replace(XML_SPECIALS, (c) => XML_ESCAPES[c] ?? c) : text;
 }
 
 /** An ISO instant as people read it at a desk: `2026-11-22 09:58 UTC`. */
@@ -160,10 +164,15 @@ const CURRENCY_AS_GIVEN = 'Currency as given: ';
  * amount never stands without the unit the CER has for it.
  */
 function currencyOfItem(parts: string[], money: (Benefit | undefined)[]): string {
-  const amounts = money.flatMap((b) => (b?.allowedMoney ? [b.allowedMoney] : []));
-  const iso = amounts.find((m) => m.currency)?.currency;
-  if (iso) return iso;
-  if (amounts.length === 0) return '';
+  // A loop, not flatMap/find: this runs for every row of every table.
+  let anyAmount = false;
+  for (const benefit of money) {
+    const amount = benefit?.allowedMoney;
+    if (!amount) continue;
+    if (amount.currency) return amount.currency;
+    anyAmount = true;
+  }
+  if (!anyAmount) return '';
   const given = parts.find((p) => p.startsWith(CURRENCY_AS_GIVEN));
   return given ? given.slice(CURRENCY_AS_GIVEN.length) : '';
 }
