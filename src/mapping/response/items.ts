@@ -120,7 +120,7 @@ function descriptionOf(share: CostShare, gpReferral: boolean | undefined): strin
 /** One item. `gpReferral` is is_gatekeeper read through the table (undefined when the portal did not say). */
 export function itemOf(share: CostShare, gpReferral: boolean | undefined): Item {
   const item: Item = {
-    extension: [{ url: extensionUrl('benefit-source'), valueString: share.source }],
+    extension: [{ url: BENEFIT_SOURCE, valueString: share.source }],
     category: categoryConcept(share.category, share.label),
   };
   const excluded = excludedFrom(share.coverageStatus);
@@ -186,12 +186,11 @@ export function itemsOf(shares: CostShare[], gpReferral: boolean | undefined): I
   const items: Item[] = [];
   for (const share of shares) {
     const item = itemOf(share, gpReferral);
-    const previous = items.at(-1);
-    const parentSource = share.source.replace(/\.cost_sharing$/, '');
+    const previous = items[items.length - 1];
     if (
-      share.source.endsWith('.cost_sharing') &&
       previous &&
-      sourceOf(previous) === parentSource &&
+      share.source.endsWith(NESTED) &&
+      sourceOf(previous) === share.source.slice(0, -NESTED.length) &&
       addsNothing(previous, item)
     ) {
       continue;
@@ -201,6 +200,9 @@ export function itemsOf(shares: CostShare[], gpReferral: boolean | undefined): I
   return items;
 }
 
+const NESTED = '.cost_sharing';
+const BENEFIT_SOURCE = extensionUrl('benefit-source');
+
 function sourceOf(item: Item): string | undefined {
-  return item.extension?.find((e) => e.url === extensionUrl('benefit-source'))?.valueString;
+  return item.extension?.find((e) => e.url === BENEFIT_SOURCE)?.valueString;
 }
