@@ -75,11 +75,11 @@ function currencyOf(raw: string | null | undefined): string | null {
 
 /** An amount: allowedMoney when it is a number, else allowedString with the portal's text. */
 function moneyBenefit(type: Coding, raw: Loose, currency: string | null): Benefit | undefined {
-  const text = fhirText(raw);
   const value = typeof raw === 'string' && raw.includes('%') ? null : parseLooseNumber(raw);
   if (value !== null) {
     return { type: concept([type]), allowedMoney: currency ? { value, currency } : { value } };
   }
+  const text = fhirText(raw);
   return text === undefined ? undefined : { type: concept([type]), allowedString: text };
 }
 
