@@ -77,10 +77,14 @@ const CONTENT_TYPES: Record<string, string> = {
 export function contentTypeOf(name: string | null | undefined): string | undefined {
   if (!name) return undefined;
   let path = name;
-  try {
-    path = new URL(name).pathname;
-  } catch {
-    // a plain file name
+  // Without a ':' there is no scheme, and the URL parser always fails (https://url.spec.whatwg.org/#scheme-start-state,
+  // no base): a plain file name skips the failed parse, whose exception cost more than the rest of a document.
+  if (name.includes(':')) {
+    try {
+      path = new URL(name).pathname;
+    } catch {
+      // a plain file name
+    }
   }
   const extension = /\.([A-Za-z0-9]+)$/.exec(path)?.[1]?.toLowerCase();
   return extension ? CONTENT_TYPES[extension] : undefined;

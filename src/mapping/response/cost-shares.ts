@@ -45,9 +45,13 @@ export interface CostShare {
   notes: string[];
 }
 
+/** The present parts, each once, joined with " - "; undefined when none. A loop: this runs for every item. */
 function joinName(...parts: (string | null | undefined)[]): string | undefined {
-  const present = parts.map((p) => fhirText(p)).filter((p): p is string => p !== undefined);
-  const unique = present.filter((p, i) => present.indexOf(p) === i);
+  const unique: string[] = [];
+  for (const part of parts) {
+    const text = fhirText(part);
+    if (text !== undefined && !unique.includes(text)) unique.push(text);
+  }
   return unique.length > 0 ? unique.join(' - ') : undefined;
 }
 
@@ -59,69 +63,92 @@ function describe(label: string, value: unknown): string | undefined {
   return clean && clean !== '{}' && clean !== '[]' ? `${label}: ${clean}` : undefined;
 }
 
-function costSharingFigures(c: CostSharing): Figures {
+function costSharingFigures(c: CostSharing, currency: string | null | undefined): Figures {
   return {
     percent: c.copay_percentage,
     amount: c.copay_amount,
     maximum: c.copay_maximum_amount,
     coinsurance: c.coinsurance_percentage,
-    currency: c.copay_currency,
+    currency,
   };
 }
 
-function share(
-  fields: Omit<CostShare, 'category' | 'referralGated'> & { category?: ServiceCategory; gated?: boolean },
-): CostShare {
+type ShareFields = Omit<CostShare, 'category' | 'referralGated'> & {
+  category?: ServiceCategory;
+  gated?: boolean;
+};
+
+/** A CostShare built field by field (no rest/spread copies: this runs for every item). */
+function share(fields: ShareFields): CostShare {
   const category = fields.category ?? categoryFor(fields.label);
-  const { gated, ...rest } = fields;
-  return { ...rest, category, referralGated: gated === true || category.referralGated === true };
+  return {
+    source: fields.source,
+    label: fields.label,
+    category,
+    referralGated: fields.gated === true || category.referralGated === true,
+    name: fields.name,
+    coverageStatus: fields.coverageStatus,
+    network: fields.network,
+    term: fields.term,
+    figures: fields.figures,
+    notes: fields.notes,
+  };
 }
 
 /** copay_analysis.copay_details: one item each, plus one for a cost_sharing block (items.ts drops it when it adds nothing). */
 export function fromCopayDetails(details: CopayDetail[]): CostShare[] {
-  return details.flatMap((d, i) => {
+  // Loops that push, not flatMap and spread copies of a shared base: this runs on every mapping.
+  const shares: CostShare[] = [];
+  details.forEach((d, i) => {
     const source = `copay_analysis.copay_details[${i}]`;
     const label = fhirText(d.visit_type) ?? fhirText(d.scope?.benefit) ?? fhirText(d.scope?.label);
     const notes = [
       fhirText(d.remarks),
       describe('Qualifiers', d.scope?.qualifiers?.length ? d.scope.qualifiers.join(', ') : null),
-    ];
-    const base = {
-      label,
-      name: joinName(label, d.visit_setting ?? d.scope?.visit_setting, d.scope?.location),
-      coverageStatus: d.coverage_status,
-      network: d.scope?.network,
-      notes: notes.filter((n): n is string => n !== undefined),
-    };
-    const top = share({
-      ...base,
-      source,
-      term: d.copay_max_scope,
-      figures: {
-        percent: d.copay_percentage,
-        amount: d.copay_amount,
-        maximum: d.copay_max_amount,
-        coinsurance: d.coinsurance_percentage,
-        aggregateCap: d.copay_aggregate_cap,
-        currency: d.copay_currency,
-      },
-    });
+    ].filter((n): n is string => n !== undefined);
+    const coverageStatus = d.coverage_status;
+    const network = d.scope?.network;
+    shares.push(
+      share({
+        source,
+        label,
+        name: joinName(label, d.visit_setting ?? d.scope?.visit_setting, d.scope?.location),
+        coverageStatus,
+        network,
+        term: d.copay_max_scope,
+        notes,
+        figures: {
+          percent: d.copay_percentage,
+          amount: d.copay_amount,
+          maximum: d.copay_max_amount,
+          coinsurance: d.coinsurance_percentage,
+          aggregateCap: d.copay_aggregate_cap,
+          currency: d.copay_currency,
+        },
+      }),
+    );
     const c = d.cost_sharing;
-    if (!c) return [top];
-    const nested = share({
-      ...base,
-      source: `${source}.cost_sharing`,
-      name: joinName(label, c.visit_type, c.visit_setting),
-      term: c.copay_maximum_scope,
-      figures: { ...costSharingFigures(c), currency: c.copay_currency ?? d.copay_currency },
-    });
-    return [top, nested];
+    if (!c) return;
+    shares.push(
+      share({
+        source: `${source}.cost_sharing`,
+        label,
+        name: joinName(label, c.visit_type, c.visit_setting),
+        coverageStatus,
+        network,
+        term: c.copay_maximum_scope,
+        notes,
+        figures: costSharingFigures(c, c.copay_currency ?? d.copay_currency),
+      }),
+    );
   });
+  return shares;
 }
 
 /** new_version_of_copay_analysis.benefits: one item per cost_sharing entry (one without figures when there is none). */
 export function fromBenefits(benefits: BenefitEntry[]): CostShare[] {
-  return benefits.flatMap((b, i) => {
+  const shares: CostShare[] = [];
+  benefits.forEach((b, i) => {
     const source = `copay_analysis.new_version_of_copay_analysis.benefits[${i}]`;
     const label = fhirText(b.service_category_original) ?? fhirText(b.service_category_standardized);
     const category = categoryFor(joinName(b.service_category_standardized, b.service_category_original));
@@ -130,61 +157,86 @@ export function fromBenefits(benefits: BenefitEntry[]): CostShare[] {
       describe('Conditions', b.conditions),
       describe('Limits', b.limits),
     ].filter((n): n is string => n !== undefined);
-    const base = { label, category, coverageStatus: b.coverage_status, network: undefined, notes };
+    const coverageStatus = b.coverage_status;
     const entries = b.cost_sharing ?? [];
-    if (entries.length === 0) return [share({ ...base, source, name: label, term: undefined, figures: {} })];
-    return entries.map((c, j) =>
-      share({
-        ...base,
-        source: `${source}.cost_sharing[${j}]`,
-        name: joinName(label, c.visit_type, c.visit_setting),
-        term: c.copay_maximum_scope,
-        figures: costSharingFigures(c),
-      }),
-    );
+    if (entries.length === 0) {
+      shares.push(
+        share({
+          source,
+          label,
+          category,
+          name: label,
+          coverageStatus,
+          network: undefined,
+          term: undefined,
+          notes,
+          figures: {},
+        }),
+      );
+      return;
+    }
+    entries.forEach((c, j) => {
+      shares.push(
+        share({
+          source: `${source}.cost_sharing[${j}]`,
+          label,
+          category,
+          name: joinName(label, c.visit_type, c.visit_setting),
+          coverageStatus,
+          network: undefined,
+          term: c.copay_maximum_scope,
+          notes,
+          figures: costSharingFigures(c, c.copay_currency),
+        }),
+      );
+    });
   });
+  return shares;
 }
 
 /** copay_details_to_fill[].values_to_fill: one item per block and key (CONSULTATION, LAB, ...). */
 export function fromValuesToFill(blocks: CopayToFill[]): CostShare[] {
-  return blocks.flatMap((block, i) => {
+  const shares: CostShare[] = [];
+  blocks.forEach((block, i) => {
     const rule = blockRule(block.name);
     const network = block.primary_network?.network ?? block.primary_network?.network_status;
-    return Object.entries(block.values_to_fill ?? {}).map(([key, v]) => {
+    for (const [key, v] of Object.entries(block.values_to_fill ?? {})) {
       const notes = v._is_outpatient_fallback
         ? ['Values taken from the outpatient benefits (portal fallback)']
         : [];
       // A copay of "Not Covered" is a coverage status, not a figure: it makes the item excluded.
       const copayIsStatus = excludedFrom(v.copay) !== undefined;
-      return share({
-        source: `copay_details_to_fill[${i}].values_to_fill.${key}`,
-        label: key,
-        category: rule.category ?? categoryFor(key),
-        gated: rule.referralGated,
-        name: joinName(block.name, key),
-        coverageStatus: copayIsStatus ? v.copay : undefined,
-        network,
-        term: undefined,
-        notes,
-        figures: {
-          percent: copayIsStatus ? undefined : v.copay,
-          amount: v._copayAmount,
-          maximum: v._copayMaxAmount,
-          deductible: v.deductible,
-          deductibleMaximum: v._maxDeductible,
-          deductibleLegacy: v._deductibleLegacy === v.deductible ? undefined : v._deductibleLegacy,
-        },
-      });
-    });
+      shares.push(
+        share({
+          source: `copay_details_to_fill[${i}].values_to_fill.${key}`,
+          label: key,
+          category: rule.category ?? categoryFor(key),
+          gated: rule.referralGated,
+          name: joinName(block.name, key),
+          coverageStatus: copayIsStatus ? v.copay : undefined,
+          network,
+          term: undefined,
+          notes,
+          figures: {
+            percent: copayIsStatus ? undefined : v.copay,
+            amount: v._copayAmount,
+            maximum: v._copayMaxAmount,
+            deductible: v.deductible,
+            deductibleMaximum: v._maxDeductible,
+            deductibleLegacy: v._deductibleLegacy === v.deductible ? undefined : v._deductibleLegacy,
+          },
+        }),
+      );
+    }
   });
+  return shares;
 }
 
 /** Every cost share of a result, in the order the upstream gives them. */
 export function costSharesOf(data: ResultData): CostShare[] {
   const analysis = data.copay_analysis;
-  return [
-    ...fromCopayDetails(analysis?.copay_details ?? []),
-    ...fromBenefits(analysis?.new_version_of_copay_analysis?.benefits ?? []),
-    ...fromValuesToFill(data.copay_details_to_fill ?? []),
-  ];
+  return fromCopayDetails(analysis?.copay_details ?? []).concat(
+    fromBenefits(analysis?.new_version_of_copay_analysis?.benefits ?? []),
+    fromValuesToFill(data.copay_details_to_fill ?? []),
+  );
 }

@@ -75,11 +75,11 @@ function currencyOf(raw: string | null | undefined): string | null {
 
 /** An amount: allowedMoney when it is a number, else allowedString with the portal's text. */
 function moneyBenefit(type: Coding, raw: Loose, currency: string | null): Benefit | undefined {
-  const text = fhirText(raw);
   const value = typeof raw === 'string' && raw.includes('%') ? null : parseLooseNumber(raw);
   if (value !== null) {
     return { type: concept([type]), allowedMoney: currency ? { value, currency } : { value } };
   }
+  const text = fhirText(raw);
   return text === undefined ? undefined : { type: concept([type]), allowedString: text };
 }
 
@@ -88,10 +88,13 @@ function textBenefit(type: Coding, raw: Loose): Benefit | undefined {
   return text === undefined ? undefined : { type: concept([type]), allowedString: text };
 }
 
-/** Every figure of a cost share as a benefit; identical benefits once. */
+/**
+ * Every figure of a cost share as a benefit. Each figure has a type of its own (TYPES, eight
+ * distinct codes), so no two benefits of one cost share can be identical: nothing to de-duplicate.
+ */
 export function benefitsOf(figures: Figures): Benefit[] {
   const currency = currencyOf(figures.currency);
-  const all = [
+  return [
     percentBenefit(TYPES.percent, figures.percent),
     moneyBenefit(TYPES.amount, figures.amount, currency),
     moneyBenefit(TYPES.maximum, figures.maximum, currency),
@@ -101,13 +104,6 @@ export function benefitsOf(figures: Figures): Benefit[] {
     moneyBenefit(TYPES.deductibleMaximum, figures.deductibleMaximum, currency),
     moneyBenefit(TYPES.deductibleLegacy, figures.deductibleLegacy, currency),
   ].filter((b): b is Benefit => b !== undefined);
-  const seen = new Set<string>();
-  return all.filter((b) => {
-    const key = JSON.stringify(b);
-    if (seen.has(key)) return false;
-    seen.add(key);
-    return true;
-  });
 }
 
 function descriptionOf(share: CostShare, gpReferral: boolean | undefined): string | undefined {
@@ -124,7 +120,7 @@ function descriptionOf(share: CostShare, gpReferral: boolean | undefined): strin
 /** One item. `gpReferral` is is_gatekeeper read through the table (undefined when the portal did not say). */
 export function itemOf(share: CostShare, gpReferral: boolean | undefined): Item {
   const item: Item = {
-    extension: [{ url: extensionUrl('benefit-source'), valueString: share.source }],
+    extension: [{ url: BENEFIT_SOURCE, valueString: share.source }],
     category: categoryConcept(share.category, share.label),
   };
   const excluded = excludedFrom(share.coverageStatus);
@@ -148,10 +144,41 @@ export function itemOf(share: CostShare, gpReferral: boolean | undefined): Item 
   return item;
 }
 
+/** Numbers equal as JSON writes them: non-finite ones are all `null`, and -0 is `0`. */
+function sameJsonNumber(a: number | undefined, b: number | undefined): boolean {
+  if (a === undefined || b === undefined) return a === b;
+  return a === b || (!Number.isFinite(a) && !Number.isFinite(b));
+}
+
+function sameCodings(a: Coding[] | undefined, b: Coding[] | undefined): boolean {
+  if (a === undefined || b === undefined) return a === b;
+  return (
+    a.length === b.length &&
+    a.every((c, i) => c.system === b[i]?.system && c.code === b[i]?.code && c.display === b[i]?.display)
+  );
+}
+
+/**
+ * Benefit equality as their JSON would say it, field by field (stringifying every benefit was the
+ * mapping's largest cost). Benefits are only built above: a type of one Coding and one allowed[x].
+ */
+function sameBenefit(a: Benefit, b: Benefit): boolean {
+  return (
+    a.type.text === b.type.text &&
+    sameCodings(a.type.coding, b.type.coding) &&
+    a.allowedUnsignedInt === b.allowedUnsignedInt &&
+    a.allowedString === b.allowedString &&
+    (a.allowedMoney === undefined || b.allowedMoney === undefined
+      ? a.allowedMoney === b.allowedMoney
+      : sameJsonNumber(a.allowedMoney.value, b.allowedMoney.value) &&
+        a.allowedMoney.currency === b.allowedMoney.currency)
+  );
+}
+
 /** True when `extra` adds no benefit that `base` lacks (a cost_sharing block repeating its entry). */
 function addsNothing(base: Item, extra: Item): boolean {
-  const known = new Set((base.benefit ?? []).map((b) => JSON.stringify(b)));
-  return (extra.benefit ?? []).every((b) => known.has(JSON.stringify(b)));
+  const known = base.benefit ?? [];
+  return (extra.benefit ?? []).every((b) => known.some((k) => sameBenefit(k, b)));
 }
 
 /** Items of all cost shares; a copay_details cost_sharing block that repeats its entry is dropped. */
@@ -159,12 +186,11 @@ export function itemsOf(shares: CostShare[], gpReferral: boolean | undefined): I
   const items: Item[] = [];
   for (const share of shares) {
     const item = itemOf(share, gpReferral);
-    const previous = items.at(-1);
-    const parentSource = share.source.replace(/\.cost_sharing$/, '');
+    const previous = items[items.length - 1];
     if (
-      share.source.endsWith('.cost_sharing') &&
       previous &&
-      sourceOf(previous) === parentSource &&
+      share.source.endsWith(NESTED) &&
+      sourceOf(previous) === share.source.slice(0, -NESTED.length) &&
       addsNothing(previous, item)
     ) {
       continue;
@@ -174,6 +200,9 @@ export function itemsOf(shares: CostShare[], gpReferral: boolean | undefined): I
   return items;
 }
 
+const NESTED = '.cost_sharing';
+const BENEFIT_SOURCE = extensionUrl('benefit-source');
+
 function sourceOf(item: Item): string | undefined {
-  return item.extension?.find((e) => e.url === extensionUrl('benefit-source'))?.valueString;
+  return item.extension?.find((e) => e.url === BENEFIT_SOURCE)?.valueString;
 }

@@ -38,9 +38,13 @@ const XML_ESCAPES: Readonly<Record<string, string>> = {
   "'": '&#39;',
 };
 
+const XML_SPECIAL = /[&<>"']/;
+const XML_SPECIALS = /[&<>"']/g;
+
 /** Text as XML character data or an attribute value: the five XML specials escaped, nothing else. */
 export function escapeXml(text: string): string {
-  return text.replace(/[&<>"']/g, (c) => XML_ESCAPES[c] ?? c);
+  // Most text has none of them: tested first, replaced only when needed.
+  return XML_SPECIAL.test(text) ? text.replace(XML_SPECIALS, (c) => XML_ESCAPES[c] ?? c) : text;
 }
 
 /** An ISO instant as people read it at a desk: `2026-11-22 09:58 UTC`. */
@@ -145,10 +149,13 @@ function benefitOf(item: Item, code: string): Benefit | undefined {
 
 /** The parts of an item's description (items.ts joins them with "; "). */
 function descriptionParts(item: Item): string[] {
-  return (item.description ?? '')
-    .split('; ')
-    .map((p) => p.trim())
-    .filter((p) => p.length > 0);
+  const parts: string[] = [];
+  if (!item.description) return parts;
+  for (const part of item.description.split('; ')) {
+    const trimmed = part.trim();
+    if (trimmed.length > 0) parts.push(trimmed);
+  }
+  return parts;
 }
 
 const COVERAGE_STATUS = 'Coverage status: ';
@@ -159,11 +166,26 @@ const CURRENCY_AS_GIVEN = 'Currency as given: ';
  * (a Money without a code, the word kept in the description as "Currency as given: ..."), so an
  * amount never stands without the unit the CER has for it.
  */
-function currencyOfItem(parts: string[], money: (Benefit | undefined)[]): string {
-  const amounts = money.flatMap((b) => (b?.allowedMoney ? [b.allowedMoney] : []));
-  const iso = amounts.find((m) => m.currency)?.currency;
-  if (iso) return iso;
-  if (amounts.length === 0) return '';
+function currencyOfItem(
+  parts: string[],
+  amount: Benefit | undefined,
+  maximum: Benefit | undefined,
+  benefits: Benefit[],
+): string {
+  // Loops, not flatMap/find over a spread list: this runs for every row of every table.
+  let anyAmount = false;
+  for (const money of [amount?.allowedMoney, maximum?.allowedMoney]) {
+    if (!money) continue;
+    if (money.currency) return money.currency;
+    anyAmount = true;
+  }
+  for (const benefit of benefits) {
+    const money = benefit.allowedMoney;
+    if (!money) continue;
+    if (money.currency) return money.currency;
+    anyAmount = true;
+  }
+  if (!anyAmount) return '';
   const given = parts.find((p) => p.startsWith(CURRENCY_AS_GIVEN));
   return given ? given.slice(CURRENCY_AS_GIVEN.length) : '';
 }
@@ -215,12 +237,29 @@ function categoryOf(item: Item): string {
  * cells (coverage status, currency as given).
  */
 function notesOf(item: Item, parts: string[], shown: (Benefit | undefined)[], currency: string): string {
-  const others = (item.benefit ?? [])
-    .filter((b) => !shown.includes(b))
-    .flatMap((b) => otherBenefit(b, currency) ?? []);
-  const description = parts.filter((p) => !p.startsWith(COVERAGE_STATUS) && !p.startsWith(CURRENCY_AS_GIVEN));
-  return [...others, ...description].join('; ');
+  const notes: string[] = [];
+  for (const benefit of item.benefit ?? []) {
+    if (shown.includes(benefit)) continue;
+    const other = otherBenefit(benefit, currency);
+    if (other !== undefined) notes.push(other);
+  }
+  for (const part of parts) {
+    if (!part.startsWith(COVERAGE_STATUS) && !part.startsWith(CURRENCY_AS_GIVEN)) notes.push(part);
+  }
+  return notes.join('; ');
 }
+
+const TABLE_HEAD = [
+  'Service category',
+  'Coverage',
+  'Copay %',
+  'Copay amount',
+  'Copay maximum',
+  'Currency',
+  'Notes',
+]
+  .map((h) => `<th>${h}</th>`)
+  .join('');
 
 /** One row per service category: coverage status, copay %, amount, maximum, currency, notes. */
 function itemTable(items: Item[]): string {
@@ -230,7 +269,7 @@ function itemTable(items: Item[]): string {
     const amount = benefitOf(item, 'copay');
     const maximum = benefitOf(item, 'copay-maximum');
     const parts = descriptionParts(item);
-    const currency = currencyOfItem(parts, [amount, maximum, ...(item.benefit ?? [])]);
+    const currency = currencyOfItem(parts, amount, maximum, item.benefit ?? []);
     const cells = [
       categoryOf(item),
       coverageStatus(item, parts),
@@ -240,20 +279,11 @@ function itemTable(items: Item[]): string {
       amount?.allowedMoney || maximum?.allowedMoney ? currency : '',
       notesOf(item, parts, [percent, amount, maximum], currency),
     ];
-    return `<tr>${cells.map((c) => `<td>${escapeXml(c)}</td>`).join('')}</tr>`;
+    let row = '<tr>';
+    for (const cell of cells) row += `<td>${escapeXml(cell)}</td>`;
+    return `${row}</tr>`;
   });
-  const head = [
-    'Service category',
-    'Coverage',
-    'Copay %',
-    'Copay amount',
-    'Copay maximum',
-    'Currency',
-    'Notes',
-  ]
-    .map((h) => `<th>${h}</th>`)
-    .join('');
-  return `<table><thead><tr>${head}</tr></thead><tbody>${rows.join('')}</tbody></table>`;
+  return `<table><thead><tr>${TABLE_HEAD}</tr></thead><tbody>${rows.join('')}</tbody></table>`;
 }
 
 /** The GP-referral rule: the portal's is_gatekeeper value always shown when it gave one. */
