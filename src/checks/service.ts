@@ -67,8 +67,10 @@ export class CheckService {
     allowance: ReuseAllowance = {},
   ): Promise<Check | null> {
     const windowMs = reuseWindowMs(tenant, allowance);
+    // No reuse allowed (Cache-Control: no-cache): the key (a JSON text and its SHA-256) is not made.
+    if (windowMs <= 0) return null;
     const key = reuseKeyOf({ ...input, upstreamRequest: input.upstream });
-    if (windowMs <= 0 || key === null) return null;
+    if (key === null) return null;
     const found = await this.store.findReusable(tenant.id, key, this.options.now() - windowMs);
     if (!found) return null;
     // The newest answer decides: a newer error or member-not-found is never skipped for an older

@@ -25,19 +25,33 @@ export const FHIR_JSON = 'application/fhir+json';
 
 const JSON_FORMATS = new Set(['json', FHIR_JSON, 'application/json', 'application/json+fhir']);
 
+/** The media types an answer can be given in, as req.accepts weighs them. */
+const ACCEPTED = [FHIR_JSON, 'application/json', 'application/*+json'];
+
+/**
+ * Accept values req.accepts(ACCEPTED) always takes (each names one of them, or anything): the
+ * common ones (fetch and curl send `* / *`) are not parsed and weighed on every request.
+ */
+const PLAIN_ACCEPTS = new Set(['*/*', FHIR_JSON, 'application/json']);
+
+/**
+ * The Content-Type of every FHIR answer, as `res.type(FHIR_JSON)` and express's send (which adds
+ * the charset of a string body) made it: set once as text, not looked up and re-parsed per answer.
+ */
+const FHIR_JSON_CONTENT_TYPE = 'application/fhir+json; charset=utf-8';
+
 /** `_format` overrides Accept (http.html#mime-type); anything but JSON is 406. */
 export const negotiate: RequestHandler = (req, _res, next) => {
+  // express 5 parses the query string again on every read of req.query: read once.
+  const given = req.query._format;
   // An unencoded "+" (`_format=application/fhir+json`, as the spec writes it) arrives decoded as a space.
-  const format =
-    typeof req.query._format === 'string'
-      ? req.query._format.split(';')[0]?.trim().replace(/ /g, '+')
-      : undefined;
+  const format = typeof given === 'string' ? given.split(';')[0]?.trim().replace(/ /g, '+') : undefined;
   if (format !== undefined) {
     next(JSON_FORMATS.has(format) ? undefined : notAcceptable());
     return;
   }
   const accept = req.headers.accept;
-  if (accept && !req.accepts([FHIR_JSON, 'application/json', 'application/*+json'])) {
+  if (accept && !PLAIN_ACCEPTS.has(accept) && !req.accepts(ACCEPTED)) {
     next(notAcceptable());
     return;
   }
@@ -101,7 +115,10 @@ export function sendResource(res: Response, status: number, body: Resource | und
     res.end();
     return;
   }
-  res.type(FHIR_JSON).send(JSON.stringify(body));
+  // The bytes, not the text: express's send takes a Buffer as it is (a text it would look up the
+  // Content-Type's charset of, and measure or convert); the answer is byte for byte the same.
+  res.setHeader('Content-Type', FHIR_JSON_CONTENT_TYPE);
+  res.send(Buffer.from(JSON.stringify(body)));
 }
 
 /** Sends a FhirAnswer from the FHIR core. */
@@ -110,7 +127,7 @@ export function sendAnswer(res: Response, answer: FhirAnswer): void {
     res
       .status(answer.status)
       .set(answer.headers ?? {})
-      .type(FHIR_JSON)
+      .setHeader('Content-Type', FHIR_JSON_CONTENT_TYPE)
       .send(answer.rawBody);
     return;
   }

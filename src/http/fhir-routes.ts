@@ -150,7 +150,8 @@ export function fhirRoutes(deps: FhirRouteDeps): FhirRoutes {
       ],
     },
   ];
-  if (deps.subscriptions) subscriptionRoutes(router, deps.subscriptions, audit);
+  // $submit first after authentication: no other route's path matches it, so the seven
+  // Subscription routes (registered after it) are not walked for every $submit.
   router.post(
     '/CoverageEligibilityRequest/$submit',
     audited(audit, { action: 'E', interaction: 'operation', operation: '$submit', entity: locationEntity }),
@@ -159,6 +160,7 @@ export function fhirRoutes(deps: FhirRouteDeps): FhirRoutes {
     fhirBody,
     operation((req) => submit(req, deps.submit)),
   );
+  if (deps.subscriptions) subscriptionRoutes(router, deps.subscriptions, audit);
   // Batch (issue 17, docs/batch-and-reuse.md): one request against the $submit rate limit.
   router.post(
     '/',
