@@ -107,9 +107,16 @@ function walkElement(
       );
       continue;
     }
-    const items: unknown[] = Array.isArray(child) ? child : [child];
+    if (!many) {
+      const path = `${fhirPath}.${key}`;
+      if (primitiveExtension) checkPrimitiveExtension(child, path, walk);
+      else checkItem(element, typeCode, child, path, walk);
+      continue;
+    }
+    const items = child as unknown[];
+    // forEach, not for: a hole in a sparse array is skipped, as it always was.
     items.forEach((item, index) => {
-      const path = Array.isArray(child) ? `${fhirPath}.${key}[${index}]` : `${fhirPath}.${key}`;
+      const path = `${fhirPath}.${key}[${index}]`;
       if (primitiveExtension) checkPrimitiveExtension(item, path, walk);
       else checkItem(element, typeCode, item, path, walk);
     });
