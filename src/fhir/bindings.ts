@@ -133,7 +133,7 @@ function checkPrimitiveExtension(item: unknown, fhirPath: string, walk: Walk): v
   walkElement(item, 'Element', 'Element', fhirPath, walk);
 }
 
-interface Found {
+export interface Found {
   element: ElementDefinition;
   typeCode: string | undefined;
   max: string | undefined;
@@ -147,7 +147,8 @@ interface Found {
  */
 const childrenMemo = new WeakMap<Map<string, ElementDefinition>, Map<string, Map<string, Found>>>();
 
-function findElement(
+/** The element a property names under `elementPath`, from the table; exported for its invariant test. */
+export function findElement(
   elements: Map<string, ElementDefinition>,
   elementPath: string,
   key: string,
@@ -179,7 +180,12 @@ function childrenOf(elements: Map<string, ElementDefinition>, elementPath: strin
   return children;
 }
 
-function searchElement(
+/**
+ * The element a property names under `elementPath`: a child (`${elementPath}.${key}`), else the
+ * choice element whose name and one type make `key` (valueString -> value[x], string). The
+ * reference `findElement` is held to (test/unit/validator-elements.test.ts).
+ */
+export function searchElement(
   elements: Map<string, ElementDefinition>,
   elementPath: string,
   key: string,
