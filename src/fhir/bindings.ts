@@ -107,9 +107,16 @@ function walkElement(
       );
       continue;
     }
-    const items: unknown[] = Array.isArray(child) ? child : [child];
+    if (!many) {
+      const path = `${fhirPath}.${key}`;
+      if (primitiveExtension) checkPrimitiveExtension(child, path, walk);
+      else checkItem(element, typeCode, child, path, walk);
+      continue;
+    }
+    const items = child as unknown[];
+    // forEach, not for: a hole in a sparse array is skipped, as it always was.
     items.forEach((item, index) => {
-      const path = Array.isArray(child) ? `${fhirPath}.${key}[${index}]` : `${fhirPath}.${key}`;
+      const path = `${fhirPath}.${key}[${index}]`;
       if (primitiveExtension) checkPrimitiveExtension(item, path, walk);
       else checkItem(element, typeCode, item, path, walk);
     });
@@ -126,11 +133,63 @@ function checkPrimitiveExtension(item: unknown, fhirPath: string, walk: Walk): v
   walkElement(item, 'Element', 'Element', fhirPath, walk);
 }
 
-function findElement(
+export interface Found {
+  element: ElementDefinition;
+  typeCode: string | undefined;
+  max: string | undefined;
+}
+
+/**
+ * The elements found for the property names of one element path, computed once per definition:
+ * element path -> property name -> what `searchElement` finds for it. Only names that name an
+ * element (a child, or a choice type of one) are listed, so the memo never grows with the input;
+ * any other name is searched for each time.
+ */
+const childrenMemo = new WeakMap<Map<string, ElementDefinition>, Map<string, Map<string, Found>>>();
+
+/** The element a property names under `elementPath`, from the table; exported for its invariant test. */
+export function findElement(
   elements: Map<string, ElementDefinition>,
   elementPath: string,
   key: string,
-): { element: ElementDefinition; typeCode: string | undefined; max: string | undefined } | null {
+): Found | null {
+  let byPath = childrenMemo.get(elements);
+  if (!byPath) childrenMemo.set(elements, (byPath = new Map<string, Map<string, Found>>()));
+  let children = byPath.get(elementPath);
+  if (!children) byPath.set(elementPath, (children = childrenOf(elements, elementPath)));
+  return children.get(key) ?? searchElement(elements, elementPath, key);
+}
+
+/** Every property name without a dot that `searchElement` resolves under `elementPath`, with its result. */
+function childrenOf(elements: Map<string, ElementDefinition>, elementPath: string): Map<string, Found> {
+  const children = new Map<string, Found>();
+  const prefix = `${elementPath}.`;
+  for (const [path, element] of elements) {
+    if (!path.startsWith(prefix)) continue;
+    const name = path.slice(prefix.length);
+    if (name.includes('.')) continue;
+    const candidates = [name];
+    if (name.endsWith('[x]'))
+      for (const t of element.type ?? []) candidates.push(name.slice(0, -3) + upperFirst(t.code));
+    for (const candidate of candidates) {
+      if (candidate.includes('.') || children.has(candidate)) continue;
+      const found = searchElement(elements, elementPath, candidate);
+      if (found) children.set(candidate, found);
+    }
+  }
+  return children;
+}
+
+/**
+ * The element a property names under `elementPath`: a child (`${elementPath}.${key}`), else the
+ * choice element whose name and one type make `key` (valueString -> value[x], string). The
+ * reference `findElement` is held to (test/unit/validator-elements.test.ts).
+ */
+export function searchElement(
+  elements: Map<string, ElementDefinition>,
+  elementPath: string,
+  key: string,
+): Found | null {
   const direct = elements.get(`${elementPath}.${key}`);
   if (direct) {
     return { element: resolveContentReference(direct), typeCode: direct.type?.[0]?.code, max: direct.max };

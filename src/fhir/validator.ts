@@ -99,13 +99,19 @@ const MAX_DEPTH = 64;
 /** Nesting depth of a JSON value, without recursion. */
 function depthOf(root: unknown): number {
   let max = 0;
-  const stack: [unknown, number][] = [[root, 1]];
-  while (stack.length > 0) {
-    const [value, depth] = stack.pop() as [unknown, number];
+  // Two parallel stacks (value, its depth): no pair allocated per value.
+  const values: unknown[] = [root];
+  const depths: number[] = [1];
+  while (values.length > 0) {
+    const value = values.pop();
+    const depth = depths.pop() as number;
     if (typeof value !== 'object' || value === null) continue;
     if (depth > max) max = depth;
     if (max > MAX_DEPTH) return max;
-    for (const child of Object.values(value)) stack.push([child, depth + 1]);
+    for (const child of Object.values(value)) {
+      values.push(child);
+      depths.push(depth + 1);
+    }
   }
   return max;
 }
@@ -129,7 +135,8 @@ function checkContainedReferenced(resource: Resource): OperationOutcomeIssue[] {
   while (stack.length > 0) {
     const value = stack.pop();
     if (typeof value !== 'object' || value === null) continue;
-    for (const [key, child] of Object.entries(value)) {
+    for (const key of Object.keys(value)) {
+      const child = (value as Record<string, unknown>)[key];
       if (key === 'reference' && typeof child === 'string') references.add(child);
       else stack.push(child);
     }

@@ -48,10 +48,13 @@ function asText(value: unknown): string | undefined {
 
 /** A number the upstream may send as a string ("20", "20%", "12.5"). Unparseable strings stay strings. */
 const looseNumber = z
-  .union([z.number(), z.string()])
-  .nullable()
-  .optional()
-  .catch((ctx) => asText(ctx.input));
+  .transform((value: unknown): number | string | null | undefined =>
+    // z.number() refuses a non-finite number (1e999 parses as Infinity): it becomes its text.
+    (typeof value === 'number' && Number.isFinite(value)) || typeof value === 'string' || value === null
+      ? value
+      : asText(value),
+  )
+  .optional();
 /** A number or a numeric string, strictly: a field that decides an outcome. */
 const strictLooseNumber = z.union([z.number(), z.string()]).nullable().optional();
 
@@ -63,10 +66,10 @@ const strictLooseNumber = z.union([z.number(), z.string()]).nullable().optional(
  * wrong guess would mislead: is_eligible, the statuses, task_id.
  */
 const str = z
-  .string()
-  .nullable()
-  .optional()
-  .catch((ctx) => asText(ctx.input));
+  .transform((value: unknown): string | null | undefined =>
+    typeof value === 'string' || value === null ? value : asText(value),
+  )
+  .optional();
 
 export const documentEntrySchema = z.looseObject({
   s3_url: z.string(),
