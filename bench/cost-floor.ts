@@ -8,7 +8,7 @@
  * the mapping, the CER's text). What bench:cost measures above `required` is the store, the
  * scheduler and the service's own HTTP layer.
  *
- *   npm run bench:floor            (BENCH_CHECKS=1000, BENCH_WARMUP=500, BENCH_MODES=node,http,required)
+ *   npm run bench:floor            (BENCH_CHECKS=1000, BENCH_WARMUP=3000, as bench:cost, BENCH_MODES=node,http,required)
  */
 import { startSandbox } from '../src/sandbox/index.js';
 import { eligibilityRequest } from '../test/support/requests.js';
@@ -16,7 +16,7 @@ import { cpuProfArgs, cpuSeconds, machine, record, sleep, spawnService, until } 
 
 const UPSTREAM_KEY = 'bench-upstream-key';
 const CHECKS = Number(process.env.BENCH_CHECKS ?? 1000);
-const WARMUP = Number(process.env.BENCH_WARMUP ?? 500);
+const WARMUP = Number(process.env.BENCH_WARMUP ?? 3000);
 
 type Mode = 'node' | 'http' | 'required';
 
