@@ -7,9 +7,9 @@
  * a profile of the measured checks still showed the optimizing compiler's threads at about a
  * sixth of the process's CPU, a cost a running service pays once. V8 (`--trace-opt`) compiled
  * 430, 136, 130, 96, 54, 54, 28 and 8 functions in eight successive rounds of 500 checks: after
- * about 3,000 checks the process is in its steady state, which is what this figure measures. The completion probe (a count
- * search per tenant) costs more as the table grows, so its cost is measured before and after
- * the run and the mean of the two subtracted per probe.
+ * about 3,000 checks the process is in its steady state, which is what this figure measures.
+ * The completion probe (a count search per tenant) costs more as the table grows, so its cost is
+ * measured before and after the run and the mean of the two subtracted per probe.
  *
  *   npm run bench:cost            (BENCH_CHECKS=1000, BENCH_WARMUP=3000)
  */
@@ -17,7 +17,6 @@ import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { startSandbox } from '../src/sandbox/index.js';
-import { eligibilityRequest } from '../test/support/requests.js';
 import {
   cpuProfArgs,
   cpuSeconds,
@@ -26,6 +25,7 @@ import {
   record,
   sleep,
   spawnService,
+  submitOnce,
   tenantAuth,
   until,
   writeTenantsFile,
@@ -128,19 +128,10 @@ async function submitAll(url: string, count: number): Promise<{ tenant: number; 
     const made = await Promise.all(
       Array.from({ length: Math.min(batch, count - i) }, async (_, j) => {
         const tenant = (i + j) % TENANTS;
-        const res = await fetch(`${url}/fhir/CoverageEligibilityRequest/$submit`, {
-          method: 'POST',
-          // One patient for every check, each a real one: no reuse of a recent answer.
-          headers: {
-            ...tenantAuth(tenant),
-            'Content-Type': 'application/fhir+json',
-            'Cache-Control': 'no-cache',
-          },
-          body: JSON.stringify(eligibilityRequest({ emiratesId: '784-1990-0000001-1' })),
-        });
-        await res.arrayBuffer();
-        if (res.status !== 200) throw new Error(`$submit answered ${res.status}`);
-        return { tenant, path: new URL(String(res.headers.get('location'))).pathname };
+        // One patient for every check, each a real one: no reuse of a recent answer.
+        const { status, location } = await submitOnce(url, tenant);
+        if (status !== 200) throw new Error(`$submit answered ${status}`);
+        return { tenant, path: new URL(String(location)).pathname };
       }),
     );
     out.push(...made);

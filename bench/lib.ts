@@ -22,6 +22,23 @@ export { until } from '../test/support/until.js';
 
 const run = promisify(execFile);
 
+/**
+ * One `$submit` of the benches' found-eligible body (a new request identifier each time, one
+ * patient for all) for tenant `t`, never answered from a recent check (`Cache-Control: no-cache`).
+ */
+export async function submitOnce(
+  url: string,
+  tenant: number,
+): Promise<{ status: number; location: string | null }> {
+  const res = await fetch(`${url}/fhir/CoverageEligibilityRequest/$submit`, {
+    method: 'POST',
+    headers: { ...tenantAuth(tenant), 'Content-Type': 'application/fhir+json', 'Cache-Control': 'no-cache' },
+    body: JSON.stringify(eligibilityRequest({ emiratesId: '784-1990-0000001-1' })),
+  });
+  await res.arrayBuffer();
+  return { status: res.status, location: res.headers.get('location') };
+}
+
 /** CPU seconds (user + sys) a process has used, from /proc/<pid>/stat. */
 export function cpuSeconds(pid: number): number {
   const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]?.split(' ') ?? [];

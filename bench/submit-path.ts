@@ -22,7 +22,6 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { openStore } from '../src/checks/store/open.js';
 import { startSandbox } from '../src/sandbox/index.js';
-import { eligibilityRequest } from '../test/support/requests.js';
 import {
   cpuProfArgs,
   cpuSeconds,
@@ -30,7 +29,7 @@ import {
   record,
   sleep,
   spawnService,
-  tenantAuth,
+  submitOnce,
   writeTenantsFile,
 } from './lib.js';
 
@@ -48,18 +47,9 @@ async function submitAll(url: string, count: number): Promise<void> {
     while (next < count) {
       const tenant = next % TENANTS;
       next += 1;
-      const res = await fetch(`${url}/fhir/CoverageEligibilityRequest/$submit`, {
-        method: 'POST',
-        headers: {
-          ...tenantAuth(tenant),
-          'Content-Type': 'application/fhir+json',
-          'Cache-Control': 'no-cache',
-        },
-        // A new request identifier each time (eligibilityRequest counts): a new check, never the idempotent answer.
-        body: JSON.stringify(eligibilityRequest({ emiratesId: '784-1990-0000001-1' })),
-      });
-      await res.arrayBuffer();
-      if (res.status !== STATUS) throw new Error(`$submit answered ${res.status}`);
+      // A new request identifier each time (eligibilityRequest counts): a new check, never the idempotent answer.
+      const { status } = await submitOnce(url, tenant);
+      if (status !== STATUS) throw new Error(`$submit answered ${status}`);
     }
   };
   await Promise.all(Array.from({ length: CONCURRENCY }, worker));

@@ -35,7 +35,7 @@ export type KnownOutcome = (typeof KNOWN_OUTCOMES)[number];
  * What an odd value said, as text: a number or boolean as itself ("12345", "false"), an object or
  * a list as JSON; undefined when it says nothing.
  */
-function asText(value: unknown): string | undefined {
+export function asText(value: unknown): string | undefined {
   if (value === undefined || value === null) return undefined;
   if (typeof value === 'string') return value;
   if (typeof value === 'number' || typeof value === 'boolean') return String(value);

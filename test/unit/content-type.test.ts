@@ -4,19 +4,7 @@
  */
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { contentTypeOf } from '../../src/mapping/response/binary.js';
-
-const TYPES: Record<string, string> = {
-  pdf: 'application/pdf',
-  png: 'image/png',
-  jpg: 'image/jpeg',
-  jpeg: 'image/jpeg',
-  gif: 'image/gif',
-  webp: 'image/webp',
-  html: 'text/html',
-  htm: 'text/html',
-  txt: 'text/plain',
-};
+import { CONTENT_TYPES as TYPES, contentTypeOf } from '../../src/mapping/response/binary.js';
 
 /** The definition: always try the parser. */
 function byDefinition(name: string): string | undefined {

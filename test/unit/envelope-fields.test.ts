@@ -9,18 +9,7 @@ import fc from 'fast-check';
 import { isDeepStrictEqual } from 'node:util';
 import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
-import { costSharingSchema, documentEntrySchema } from '../../src/upstream/contract.js';
-
-function asText(value: unknown): string | undefined {
-  if (value === undefined || value === null) return undefined;
-  if (typeof value === 'string') return value;
-  if (typeof value === 'number' || typeof value === 'boolean') return String(value);
-  try {
-    return JSON.stringify(value);
-  } catch {
-    return undefined;
-  }
-}
+import { asText, costSharingSchema, documentEntrySchema } from '../../src/upstream/contract.js';
 
 /** The forms before the transform. */
 const oldStr = z

@@ -61,7 +61,7 @@ export function screenshotOf(envelope: Envelope): string | undefined {
   return data?.screenshot_key ?? envelope.interim_results?.screenshot_key ?? undefined;
 }
 
-const CONTENT_TYPES: Record<string, string> = {
+export const CONTENT_TYPES: Readonly<Record<string, string>> = {
   pdf: 'application/pdf',
   png: 'image/png',
   jpg: 'image/jpeg',
