@@ -81,7 +81,11 @@ export class DeliveryWorker {
     this.loop = this.run();
   }
 
-  /** Runs a round now (a check turned final, or a subscription was created). */
+  /**
+   * Runs a round now (a check turned final, or a subscription was created). Call it once the write
+   * that made work due has committed: the round's first look (claimDue) reads committed rows, so a
+   * write still queued in SQLite's group commit would be found a round (idleMs) later.
+   */
   wake(): void {
     this.woken = true;
     this.wakeUp?.();
