@@ -24,19 +24,16 @@ const run = promisify(execFile);
 
 /**
  * One `$submit` of the benches' found-eligible body (a new request identifier each time, one
- * patient for all) for tenant `t`, never answered from a recent check (`Cache-Control: no-cache`).
+ * patient for all) for a tenant, never answered from a recent check (`Cache-Control: no-cache`).
  */
-export async function submitOnce(
-  url: string,
-  tenant: number,
-): Promise<{ status: number; location: string | null }> {
+export async function submitOnce(url: string, tenant: number): Promise<number> {
   const res = await fetch(`${url}/fhir/CoverageEligibilityRequest/$submit`, {
     method: 'POST',
     headers: { ...tenantAuth(tenant), 'Content-Type': 'application/fhir+json', 'Cache-Control': 'no-cache' },
     body: JSON.stringify(eligibilityRequest({ emiratesId: '784-1990-0000001-1' })),
   });
   await res.arrayBuffer();
-  return { status: res.status, location: res.headers.get('location') };
+  return res.status;
 }
 
 /** CPU seconds (user + sys) a process has used, from /proc/<pid>/stat. */

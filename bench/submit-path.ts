@@ -48,7 +48,7 @@ async function submitAll(url: string, count: number): Promise<void> {
       const tenant = next % TENANTS;
       next += 1;
       // A new request identifier each time (eligibilityRequest counts): a new check, never the idempotent answer.
-      const { status } = await submitOnce(url, tenant);
+      const status = await submitOnce(url, tenant);
       if (status !== STATUS) throw new Error(`$submit answered ${status}`);
     }
   };

@@ -22,7 +22,7 @@ import type { CerCache } from '../operations/read.js';
 import { readResponse } from '../operations/read.js';
 import { permits } from '../operations/auth/scopes.js';
 import type { FhirAnswer } from '../operations/types.js';
-import { FHIR_JSON } from './fhir-json.js';
+import { FHIR_JSON_CONTENT_TYPE, PLAIN_ACCEPTS } from './fhir-json.js';
 import type { FinishedRequest, Identity, Principal } from './middleware.js';
 import { markArrival, requestIdOf } from './middleware.js';
 import type { Logger } from '../log.js';
@@ -34,9 +34,6 @@ const CER = 'CoverageEligibilityResponse';
 const ROUTE = `/fhir/${CER}/:id`;
 /** The path with an id the read accepts (src/operations/read.ts); anything else is the app's. */
 const PATH = /^\/fhir\/CoverageEligibilityResponse\/([A-Za-z0-9\-.]{1,64})$/;
-/** Accept values that content negotiation (fhir-json.ts, negotiate) serves as FHIR JSON. */
-const ACCEPTED = new Set(['application/fhir+json', 'application/json', 'application/*+json', '*/*']);
-const CONTENT_TYPE = `${FHIR_JSON}; charset=utf-8`;
 
 export interface CerReadLaneDeps {
   identify: (authorization: string | undefined) => Identity | Promise<Identity>;
@@ -104,7 +101,7 @@ function plainRead(req: IncomingMessage): string | undefined {
   const { headers } = req;
   if (headers['content-length'] !== undefined || headers['transfer-encoding'] !== undefined) return undefined;
   if (headers['if-modified-since'] !== undefined) return undefined;
-  if (headers.accept !== undefined && !ACCEPTED.has(headers.accept)) return undefined;
+  if (headers.accept !== undefined && !PLAIN_ACCEPTS.has(headers.accept)) return undefined;
   return PATH.exec(req.url ?? '')?.[1];
 }
 
@@ -166,8 +163,8 @@ function write(
     res.writeHead(status, headers);
     res.end();
   } else {
-    // What express's res.type(FHIR_JSON) sets (mime-types adds the charset of a JSON type).
-    headers.push('Content-Type', CONTENT_TYPE, 'Content-Length', String(Buffer.byteLength(body)));
+    // The Content-Type the app's sendAnswer sets (fhir-json.ts).
+    headers.push('Content-Type', FHIR_JSON_CONTENT_TYPE, 'Content-Length', String(Buffer.byteLength(body)));
     res.writeHead(status, headers);
     res.end(body);
   }

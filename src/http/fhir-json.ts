@@ -30,15 +30,16 @@ const ACCEPTED = [FHIR_JSON, 'application/json', 'application/*+json'];
 
 /**
  * Accept values req.accepts(ACCEPTED) always takes (each names one of them, or anything): the
- * common ones (fetch and curl send `* / *`) are not parsed and weighed on every request.
+ * common ones (fetch and curl send `* / *`) are not parsed and weighed on every request, and the
+ * CER read lane (cer-read-lane.ts) takes only these.
  */
-const PLAIN_ACCEPTS = new Set(['*/*', FHIR_JSON, 'application/json']);
+export const PLAIN_ACCEPTS: ReadonlySet<string> = new Set(['*/*', ...ACCEPTED]);
 
 /**
  * The Content-Type of every FHIR answer, as `res.type(FHIR_JSON)` and express's send (which adds
  * the charset of a string body) made it: set once as text, not looked up and re-parsed per answer.
  */
-const FHIR_JSON_CONTENT_TYPE = 'application/fhir+json; charset=utf-8';
+export const FHIR_JSON_CONTENT_TYPE = `${FHIR_JSON}; charset=utf-8`;
 
 /** `_format` overrides Accept (http.html#mime-type); anything but JSON is 406. */
 export const negotiate: RequestHandler = (req, _res, next) => {

@@ -166,23 +166,12 @@ const CURRENCY_AS_GIVEN = 'Currency as given: ';
  * (a Money without a code, the word kept in the description as "Currency as given: ..."), so an
  * amount never stands without the unit the CER has for it.
  */
-function currencyOfItem(
-  parts: string[],
-  amount: Benefit | undefined,
-  maximum: Benefit | undefined,
-  benefits: Benefit[],
-): string {
-  // Loops, not flatMap/find over a spread list: this runs for every row of every table.
+function currencyOfItem(parts: string[], money: (Benefit | undefined)[]): string {
   let anyAmount = false;
-  for (const money of [amount?.allowedMoney, maximum?.allowedMoney]) {
-    if (!money) continue;
-    if (money.currency) return money.currency;
-    anyAmount = true;
-  }
-  for (const benefit of benefits) {
-    const money = benefit.allowedMoney;
-    if (!money) continue;
-    if (money.currency) return money.currency;
+  for (const benefit of money) {
+    const amount = benefit?.allowedMoney;
+    if (!amount) continue;
+    if (amount.currency) return amount.currency;
     anyAmount = true;
   }
   if (!anyAmount) return '';
@@ -269,7 +258,7 @@ function itemTable(items: Item[]): string {
     const amount = benefitOf(item, 'copay');
     const maximum = benefitOf(item, 'copay-maximum');
     const parts = descriptionParts(item);
-    const currency = currencyOfItem(parts, amount, maximum, item.benefit ?? []);
+    const currency = currencyOfItem(parts, [amount, maximum, ...(item.benefit ?? [])]);
     const cells = [
       categoryOf(item),
       coverageStatus(item, parts),
