@@ -63,7 +63,7 @@ function clinicOf(req: Request): string {
 
 function taskRoutes(deps: SandboxDeps): express.Router {
   const router = express.Router();
-  router.post('/create-task', (req, res) => {
+  router.post('/create-task', async (req, res) => {
     deps.book.count('createTask');
     const parsed = taskRequestSchema.safeParse(req.body);
     if (!parsed.success) {
@@ -75,6 +75,8 @@ function taskRoutes(deps: SandboxDeps): express.Router {
       return;
     }
     const task = deps.book.create(clinicOf(req), parsed.data, deps.now());
+    const answerDelay = deps.book.faults.createTaskLatencyMs ?? 0;
+    if (answerDelay > 0) await sleep(answerDelay);
     res.status(200).json({ task_id: task.taskId, status: 'IN_QUEUE' });
   });
 

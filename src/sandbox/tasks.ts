@@ -49,6 +49,11 @@ export interface Faults {
   pollErrorRate: number;
   /** Delay added to every answer, ms. */
   latencyMs: number;
+  /**
+   * Delay of create-task's answer only, ms, after the task is created: the portal session has
+   * started and its id is on its way (drills hold the answer while the adapter's store is down).
+   */
+  createTaskLatencyMs?: number;
 }
 
 export interface SandboxStats {

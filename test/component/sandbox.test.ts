@@ -520,6 +520,24 @@ describe('sandbox: control and fault injection', () => {
     }
   });
 
+  it('delays only create-task answers by createTaskLatencyMs, with the task already created', async () => {
+    sandbox.control.setFaults({ createTaskLatencyMs: 600 });
+    try {
+      const before = sandbox.control.tasks().length;
+      const started = Date.now();
+      const creating = client.createTask(CREDS, taskRequest('784-1990-0000001-1'));
+      await sleep(150);
+      // The task exists upstream while its id is still on its way.
+      expect(sandbox.control.tasks()).toHaveLength(before + 1);
+      expect((await client.health()).ok).toBe(true);
+      expect(Date.now() - started).toBeLessThan(550);
+      unwrap(await creating);
+      expect(Date.now() - started).toBeGreaterThanOrEqual(590);
+    } finally {
+      sandbox.control.setFaults({ createTaskLatencyMs: 0 });
+    }
+  });
+
   it('reset forgets tasks and counters', async () => {
     const other = await startSandbox({ port: 0, timeScale: SCALE, apiKeys: [API_KEY] });
     const c = new UpstreamClient({ baseUrl: other.url });
