@@ -4,6 +4,7 @@
  */
 import client from 'prom-client';
 import type { CheckStore } from './checks/store/check-store.js';
+import { isStoreUnavailable, STORE_ERROR_KINDS } from './checks/store/outage.js';
 import type { LifecycleEvent } from './checks/lifecycle.js';
 import type { UpstreamPort, UpstreamResult } from './upstream/port.js';
 import { describeFailure } from './upstream/port.js';
@@ -62,8 +63,11 @@ export function createMetrics(store: CheckStore): Metrics {
     labelNames: ['tenant', 'state', 'outcome'] as const,
     registers: [registry],
     async collect() {
+      // While the store is unavailable the last counts stay: /metrics must answer in an outage.
+      const rows = await storeOrNull(() => store.countByState());
+      if (!rows) return;
       this.reset();
-      for (const row of await store.countByState()) {
+      for (const row of rows) {
         this.set({ tenant: row.tenantId, state: row.state, outcome: row.outcome }, row.count);
       }
     },
@@ -74,11 +78,35 @@ export function createMetrics(store: CheckStore): Metrics {
     labelNames: ['tenant', 'kind'] as const,
     registers: [registry],
     async collect() {
+      const guards = await storeOrNull(() => store.listGuards());
+      if (!guards) return;
       this.reset();
       const now = Date.now();
-      for (const guard of await store.listGuards()) {
+      for (const guard of guards) {
         if (guard.until === null || guard.until > now) this.inc({ tenant: guard.tenantId, kind: guard.kind });
       }
+    },
+  });
+
+  new client.Counter({
+    name: 'store_errors_total',
+    help: 'Store operations that failed because the database could not be used, by kind (docs/operations.md)',
+    labelNames: ['kind'] as const,
+    registers: [registry],
+    collect() {
+      const health = store.health();
+      if (!health) return;
+      this.reset();
+      for (const kind of STORE_ERROR_KINDS) this.inc({ kind }, health.errors[kind]);
+    },
+  });
+  new client.Gauge({
+    name: 'store_seconds_since_writable',
+    help: 'Seconds since the store last took a write (/ready writes one row); -1 before the first',
+    registers: [registry],
+    collect() {
+      const last = store.health()?.lastWritableAt;
+      this.set(last == null ? -1 : (Date.now() - last) / 1000);
     },
   });
 
@@ -133,4 +161,14 @@ export function createMetrics(store: CheckStore): Metrics {
       health: () => timed('health', () => upstream.health()),
     }),
   };
+}
+
+/** A store read for a gauge; null while the store is unavailable (other errors are thrown). */
+async function storeOrNull<T>(read: () => Promise<T>): Promise<T | null> {
+  try {
+    return await read();
+  } catch (error) {
+    if (isStoreUnavailable(error)) return null;
+    throw error;
+  }
 }

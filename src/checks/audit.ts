@@ -9,6 +9,7 @@ import type { AuditRecord } from '../fhir/audit-event.js';
 import { auditRow } from './store/audit-store.js';
 import type { AuditFilters, AuditRow } from './store/audit-store.js';
 import type { CheckStore } from './store/check-store.js';
+import { FailureStreak } from './store/outage.js';
 
 export interface AuditOptions {
   /** Off: record() does nothing (AUDIT_EVENTS=off, for measurements). */
@@ -33,7 +34,12 @@ export class AuditTrail {
     private readonly store: Pick<CheckStore, 'insertAuditEvents' | 'searchAuditEvents'>,
     private readonly options: AuditOptions,
     private readonly logger: Logger,
-  ) {}
+  ) {
+    this.failures = new FailureStreak(logger, 'audit write');
+  }
+
+  /** Failed writes: one log line when they start failing, one when they work again. */
+  private readonly failures: FailureStreak;
 
   get enabled(): boolean {
     return this.options.enabled;
@@ -73,12 +79,11 @@ export class AuditTrail {
         const batch = taken.slice(start, start + this.options.batchSize);
         try {
           await this.store.insertAuditEvents(batch);
+          this.failures.succeeded();
         } catch (error) {
           const unwritten = taken.slice(start);
-          this.logger.error('audit events could not be written; they are kept to be written again', {
-            count: unwritten.length,
-            error,
-          });
+          // Logged once per outage (FailureStreak), not once per flush; kept to be written again.
+          this.failures.failed(error);
           this.requeue(unwritten);
           break;
         }

@@ -39,6 +39,7 @@ import type { UpstreamFailure, UpstreamPort } from '../upstream/port.js';
 import type { PayerDurationBook } from './payer-durations.js';
 import { nextPollAt, parseUpstreamTime, quantile, taskDurations, trusted } from './poll-schedule.js';
 import type { PollSettings } from './poll-schedule.js';
+import { isStoreUnavailable, sleep } from './store/outage.js';
 
 export interface LifecycleDeps {
   store: CheckStore;
@@ -67,6 +68,13 @@ export interface LifecycleDeps {
    * Absent, or strategy `fixed`: a poll every pollIntervalMs, as before.
    */
   polling?: { settings: PollSettings; durations: PayerDurationBook };
+  /**
+   * Checks whose create-task answer this replica holds until the store takes it (a store outage;
+   * recordCreatedTask): a claim of one of them in `creating` is not an ambiguous create-task.
+   */
+  heldTasks?: Set<string>;
+  /** True once the replica is stopping: a held task id is then given up (and logged). */
+  stopping?: () => boolean;
 }
 
 export type LifecycleEvent =
@@ -147,6 +155,8 @@ export async function advanceCheck(check: ClaimedCheck, lifecycle: LifecycleDeps
       case 'creating': {
         const full = await withDocuments(check, deps);
         if (!full) break;
+        // This replica holds the answer of its create-task and writes it once the store takes it.
+        if (deps.heldTasks?.has(full.id)) break;
         if (full.outcome !== 'queued') {
           // The slot hold of an ambiguous create-task is over.
           await write(full, deps, { state: 'done' }, 'ambiguous create-task: slot hold over');
@@ -320,26 +330,94 @@ async function startCheck(check: Check, deps: StepDeps): Promise<void> {
   });
   if (result.ok) {
     const ctx = contextOf(creating, deps);
-    await write(
-      creating,
-      deps,
-      {
-        state: 'polling',
-        upstreamTaskId: result.value.task_id,
-        upstreamStatus: 'IN_QUEUE',
-        tasksCreated: creating.tasksCreated + 1,
-        pollFailures: 0,
-        ...(await nextPoll(creating, deps, null, 'created')),
-        // The timeout runs from the first task upstream, not from arrival in the queue.
-        deadlineAt:
-          creating.tasksCreated === 0 ? deps.now() + timeoutOf(creating, deps) : creating.deadlineAt,
-        cer: creating.tasksCreated === 0 ? queuedCer(ctx) : creating.cer,
-      },
-      'task created: first poll',
-    );
+    const cer = creating.tasksCreated === 0 ? queuedCer(ctx) : creating.cer;
+    await recordCreatedTask(creating, deps, result.value.task_id, {
+      state: 'polling',
+      outcome: cer.outcome,
+      upstreamTaskId: result.value.task_id,
+      upstreamStatus: 'IN_QUEUE',
+      tasksCreated: creating.tasksCreated + 1,
+      pollFailures: 0,
+      ...(await nextPoll(creating, deps, null, 'created')),
+      // The timeout runs from the first task upstream, not from arrival in the queue.
+      deadlineAt: creating.tasksCreated === 0 ? deps.now() + timeoutOf(creating, deps) : creating.deadlineAt,
+      cer,
+    });
     return;
   }
   await onCreateFailure(creating, deps, result.error);
+}
+
+/** Waits between two tries to write a held task id: short, so the store's return is met soon. */
+const HELD_TASK_RETRY_MS = { first: 200, max: 2_000 } as const;
+/** How long an adopted check's lease lasts (the write that follows drops it). */
+const ADOPT_LEASE_MS = 60_000;
+
+/**
+ * Writes what create-task answered (the task id, state `polling`). The upstream has started a
+ * real portal session: its id is never lost to a store outage. While the store cannot take the
+ * write, the id is held here and the write tried again (200 ms doubling to 2 s); meanwhile a claim
+ * of the check by this replica leaves it alone (heldTasks), and when the lease was lost (it ran
+ * out and the check was claimed again, here or by another replica) the check is adopted back
+ * (adoptCreating: only while it still waits for this very create-task) and written. Only a replica
+ * that stops or dies with the id unwritten loses it; the check is then ambiguous, as when a
+ * replica dies with create-task out, and the id is in the log for the operator.
+ */
+async function recordCreatedTask(
+  creating: Check,
+  deps: StepDeps,
+  taskId: string,
+  patch: CheckPatch & { upstreamTaskId: string },
+): Promise<void> {
+  const why = 'task created: first poll';
+  let target: Check = creating;
+  deps.heldTasks?.add(creating.id);
+  try {
+    for (let attempt = 0; ; attempt += 1) {
+      try {
+        // write() completes the patch it is given (answer, cer): each try gets a fresh copy.
+        if (await write(target, deps, { ...patch }, why)) return;
+        const adopted = await deps.store.adoptCreating(
+          creating.id,
+          creating.tasksCreated,
+          `${deps.owner}:adopt`,
+          deps.now() + ADOPT_LEASE_MS,
+        );
+        if (!adopted) {
+          deps.logger.warn('create-task answer not written: the check moved on', {
+            checkId: creating.id,
+            upstreamTaskId: taskId,
+          });
+          return;
+        }
+        deps.logger.warn('check adopted back to write its create-task answer', { checkId: creating.id });
+        // The row as it is now (another replica may have answered it ambiguous meanwhile): the
+        // patch's queued CER and outcome are then written over that answer, not compared away.
+        const documents = await deps.store.documents(creating.id);
+        if (!documents) return;
+        target = { ...creating, ...adopted, ...documents };
+        // A lease taken back is written at once (not after a wait).
+        if (await write(target, deps, { ...patch }, why)) return;
+      } catch (error) {
+        if (!isStoreUnavailable(error)) throw error;
+        if (deps.stopping?.()) {
+          deps.logger.error('stopping with a create-task answer the store did not take', {
+            checkId: creating.id,
+            upstreamTaskId: taskId,
+          });
+          throw error;
+        }
+        if (attempt === 0)
+          deps.logger.warn('store unavailable: create-task answer held until it is back', {
+            checkId: creating.id,
+            kind: error.kind,
+          });
+      }
+      await sleep(Math.min(HELD_TASK_RETRY_MS.first * 2 ** Math.min(attempt, 10), HELD_TASK_RETRY_MS.max));
+    }
+  } finally {
+    deps.heldTasks?.delete(creating.id);
+  }
 }
 
 async function onCreateFailure(check: Check, deps: StepDeps, error: UpstreamFailure): Promise<void> {

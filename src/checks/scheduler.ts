@@ -6,6 +6,7 @@ import { EventEmitter } from 'node:events';
 import type { Logger } from '../log.js';
 import { advanceCheck } from './lifecycle.js';
 import type { LifecycleDeps } from './lifecycle.js';
+import { FailureStreak, isStoreUnavailable } from './store/outage.js';
 
 export interface SchedulerOptions {
   /** How long a claim holds a check; longer than any upstream call. */
@@ -32,12 +33,21 @@ export class Scheduler {
   private readonly active = new Set<Promise<void>>();
   private round = 0;
 
+  private readonly deps: LifecycleDeps;
+  /** Failed rounds (the store unavailable): their back-off and their one log line. */
+  private readonly rounds: FailureStreak;
+  /** Steps that failed for a store reason: one log line for a run of them, not one per check. */
+  private readonly steps: FailureStreak;
+
   constructor(
-    private readonly deps: LifecycleDeps,
+    deps: LifecycleDeps,
     private readonly options: SchedulerOptions,
     private readonly logger: Logger,
   ) {
     this.events.setMaxListeners(0);
+    this.deps = { ...deps, heldTasks: deps.heldTasks ?? new Set(), stopping: () => !this.running };
+    this.rounds = new FailureStreak(logger, 'scheduler round');
+    this.steps = new FailureStreak(logger, 'check step');
   }
 
   start(): void {
@@ -85,9 +95,14 @@ export class Scheduler {
           lateMs: Math.max(0, now - check.nextRunAt),
         });
       const step = advanceCheck(check, this.deps)
-        .catch((error: unknown) => {
-          this.logger.error('check step failed', { checkId: check.id, error });
-        })
+        .then(
+          () => this.steps.succeeded(),
+          (error: unknown) => {
+            // The check is claimed again when its lease runs out; a store outage is logged once.
+            if (isStoreUnavailable(error)) this.steps.failed(error);
+            else this.logger.error('check step failed', { checkId: check.id, error });
+          },
+        )
         .finally(() => {
           this.active.delete(step);
           this.events.emit('changed', check.id);
@@ -100,10 +115,13 @@ export class Scheduler {
   private async run(): Promise<void> {
     while (this.running) {
       let claimed = 0;
+      let idleMs = this.options.idleMs;
       try {
         claimed = await this.tick();
+        this.rounds.succeeded();
       } catch (error) {
-        this.logger.error('scheduler round failed', { error });
+        // Backs off (doubling to 5 s) instead of a failing round every idleMs.
+        idleMs = this.rounds.failed(error);
       }
       // Near capacity: wait for steps to end, so each round claims a batch (a round costs the same
       // whether it claims one check or fifty).
@@ -114,7 +132,7 @@ export class Scheduler {
       // Something was due: more may be. Go again at once (the near-capacity wait above paces it).
       if (claimed > 0) continue;
       await new Promise<void>((resolve) => {
-        const timer = setTimeout(resolve, this.options.idleMs);
+        const timer = setTimeout(resolve, idleMs);
         this.wakeUp = () => {
           clearTimeout(timer);
           resolve();

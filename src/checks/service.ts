@@ -2,6 +2,7 @@
  * Accepting checks and waiting for them. The scheduler does the upstream work; this module
  * writes the row, wakes the scheduler and waits (bounded) for the row to change.
  */
+import { isStoreUnavailable } from './store/outage.js';
 import { decideAnswer } from '../mapping/response/answer.js';
 import { randomUUID } from 'node:crypto';
 import { DEFAULT_REUSE_WINDOW_MINUTES, type Tenant } from '../config.js';
@@ -162,7 +163,14 @@ export class CheckService {
       const left = deadline - this.options.now();
       if (left <= 0) break;
       await this.changed(check.id, Math.min(left, this.options.waitPollMs));
-      latest = (await this.store.get(check.tenantId, check.id)) ?? latest;
+      try {
+        latest = (await this.store.get(check.tenantId, check.id)) ?? latest;
+      } catch (error) {
+        // The check is stored and runs on: while the store cannot be read, the last row read (a
+        // queued CER, answered with its Location) is the answer, not an error.
+        if (isStoreUnavailable(error)) return latest;
+        throw error;
+      }
     }
     return latest;
   }

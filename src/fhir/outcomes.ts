@@ -160,6 +160,21 @@ export const notAcceptable = (): OperationOutcomeError =>
 export const methodNotAllowed = (method: string): OperationOutcomeError =>
   new OperationOutcomeError(outcome('not-supported', `Method ${method} is not allowed here`), 405);
 
+/**
+ * The store cannot be read or written now (a database restart, a failover, a full disk): a 503
+ * the client may retry after Retry-After (https://hl7.org/fhir/R4/valueset-issue-type.html:
+ * `transient`, "processing issues ... may be resolved by retrying").
+ */
+export const storeUnavailable = (retryAfterSeconds: number): OperationOutcomeError =>
+  new OperationOutcomeError(
+    outcome(
+      'transient',
+      `The service cannot reach its database just now; try again in ${retryAfterSeconds} s`,
+    ),
+    503,
+    { 'Retry-After': String(retryAfterSeconds) },
+  );
+
 /** Unknown failure: logged once with the request id, answered without a stack trace. */
 export const serverError = (requestId: string): OperationOutcomeError =>
   new OperationOutcomeError(

@@ -14,6 +14,7 @@
  * CORS is configured (the cors middleware's headers stay the app's). test/component/
  * cer-read-lane.test.ts checks that both give the same answers.
  */
+import { isStoreUnavailable } from '../checks/store/outage.js';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import fresh from 'fresh';
 import type { CheckService } from '../checks/service.js';
@@ -83,11 +84,13 @@ export function cerReadLane(deps: CerReadLaneDeps): Lane {
       (error: unknown) => {
         // The app runs the request again and answers it (a 404 of another clinic's id, a 500 of a
         // store that fails again), with its OperationOutcome, log line and AuditEvent. A failure
-        // the app's own try gets past is still told to the operator.
-        deps.logger.warn('the CER read lane handed a read to the app after an error', {
-          route: ROUTE,
-          error,
-        });
+        // the app's own try gets past is still told to the operator; a store outage (a 503 from
+        // the app) is told by the scheduler's one line, not by every read.
+        if (!isStoreUnavailable(error))
+          deps.logger.warn('the CER read lane handed a read to the app after an error', {
+            route: ROUTE,
+            error,
+          });
         app();
       },
     );

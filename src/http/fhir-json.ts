@@ -14,12 +14,14 @@ import {
   outcome,
   payloadTooLarge,
   serverError,
+  storeUnavailable,
   structureError,
   unsupportedMediaType,
 } from '../fhir/outcomes.js';
 import type { FhirAnswer } from '../operations/types.js';
 import { checkParsedLimits, checkRawDepth, INPUT_LIMITS } from './input-limits.js';
 import { routeOf } from './middleware.js';
+import { isStoreUnavailable, STORE_RETRY_AFTER_SECONDS } from '../checks/store/outage.js';
 
 export const FHIR_JSON = 'application/fhir+json';
 
@@ -148,6 +150,8 @@ interface BodyParserError {
 
 function toOutcomeError(error: unknown, req: Request): OperationOutcomeError | null {
   if (isOperationOutcomeError(error)) return error;
+  // The one place a store failure becomes an answer (docs/operations.md, "When the store fails").
+  if (isStoreUnavailable(error)) return storeUnavailable(STORE_RETRY_AFTER_SECONDS);
   const e = error as BodyParserError;
   switch (e?.type) {
     case 'entity.parse.failed':

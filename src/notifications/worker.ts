@@ -14,6 +14,7 @@ import { Agent, request } from 'undici';
 import type { CheckStore } from '../checks/store/check-store.js';
 import type { StoredSubscription, SubscriptionEvent } from '../checks/store/subscription-store.js';
 import type { Logger } from '../log.js';
+import { FailureStreak } from '../checks/store/outage.js';
 import { notificationBundle } from './bundles.js';
 import type { EventWithFocus, NotificationContext, NotificationType } from './bundles.js';
 import { channelOf, type Channel } from './subscription-input.js';
@@ -73,7 +74,12 @@ export class DeliveryWorker {
   /** Connections to endpoints: no redirect is followed (undici's request never follows one). */
   private readonly agent = new Agent({ connections: 16, keepAliveTimeout: 10_000 });
 
-  constructor(private readonly options: WorkerOptions) {}
+  /** Failed rounds (the store unavailable): their back-off and their one log line. */
+  private readonly rounds: FailureStreak;
+
+  constructor(private readonly options: WorkerOptions) {
+    this.rounds = new FailureStreak(options.logger, 'delivery round');
+  }
 
   start(): void {
     if (this.running) return;
@@ -136,14 +142,17 @@ export class DeliveryWorker {
     while (this.running) {
       this.woken = false;
       let claimed = 0;
+      let idleMs = this.options.idleMs;
       try {
         claimed = await this.tick();
+        this.rounds.succeeded();
+        if (claimed > 0 || this.woken) continue;
       } catch (error) {
-        this.options.logger.error('delivery round failed', { error });
+        // Backs off (doubling to 5 s) with one log line, instead of a failing round every idleMs.
+        idleMs = this.rounds.failed(error);
       }
-      if (claimed > 0 || this.woken) continue;
       await new Promise<void>((resolve) => {
-        const timer = setTimeout(resolve, this.options.idleMs);
+        const timer = setTimeout(resolve, idleMs);
         this.wakeUp = () => {
           clearTimeout(timer);
           resolve();

@@ -1025,7 +1025,8 @@ describe('SqliteStore group commit', () => {
       await store.migrate();
       await store.insert(newCheck());
       // A full disk, as SQLite sees it: no page may be added to the file.
-      const { db } = (store as unknown as { driver: { db: Database.Database } }).driver;
+      // (The SQLite driver inside the StoreHealthDriver that open() wraps it in.)
+      const { db } = (store as unknown as { driver: { inner: { db: Database.Database } } }).driver.inner;
       db.pragma(`max_page_count = ${Number(db.pragma('page_count', { simple: true }))}`);
       const big = (): NewCheck => {
         const check = newCheck();
@@ -1049,8 +1050,10 @@ describe('SqliteStore group commit', () => {
     const store = await openStore('sqlite::memory:');
     await store.migrate();
     const internals = (
-      store as unknown as { driver: { db: Database.Database; write<T>(work: () => T): Promise<T> } }
-    ).driver;
+      store as unknown as {
+        driver: { inner: { db: Database.Database; write<T>(work: () => T): Promise<T> } };
+      }
+    ).driver.inner;
     const before = newCheck();
     const after = newCheck();
     const results = await Promise.allSettled([

@@ -92,6 +92,32 @@ export interface Check {
  */
 export type CheckDocuments = Pick<Check, 'request' | 'upstreamRequest' | 'cer' | 'answer'>;
 /** A claimed check: the row without its documents (the last envelope is kept: a poll compares it). */
+/** Why the store cannot be used now (outage.ts; a label of store_errors_total). */
+export type StoreErrorKind =
+  /** No connection: refused, reset, terminated, or none to be had within the connect timeout. */
+  | 'connection'
+  /** The server is shutting down or starting up (PostgreSQL 57P01-57P03). */
+  | 'shutdown'
+  /** The disk is full (SQLITE_FULL, PostgreSQL 53100). */
+  | 'disk-full'
+  /** Other resource exhaustion (PostgreSQL class 53: out of memory, too many connections). */
+  | 'resources'
+  /** The database only reads (a standby after a failover, a read-only file). */
+  | 'read-only'
+  /** Another connection holds the write lock past busy_timeout (SQLite). */
+  | 'busy'
+  /** The file or disk failed (SQLITE_IOERR, SQLITE_CANTOPEN). */
+  | 'io';
+
+/** What the store's health looks like now (metrics, /ready). */
+export interface StoreHealthReport {
+  errors: Record<StoreErrorKind, number>;
+  /** Epoch ms of the last write the store took; null before the first. */
+  lastWritableAt: number | null;
+  /** Epoch ms of the last write that failed for a store reason; null when none has. */
+  lastWriteFailedAt: number | null;
+}
+
 export type ClaimedCheck = Omit<Check, keyof CheckDocuments>;
 
 /** What `insert` needs; the store fills version (1), lease (none), createdAt and updatedAt. */
@@ -290,6 +316,10 @@ export interface CheckStore {
   migrate(): Promise<void>;
   /** Throws when the store is unreachable (for /ready). */
   ping(): Promise<void>;
+  /** Writes one small row; throws when the store cannot take a write (for /ready). */
+  probeWrite(now: number): Promise<void>;
+  /** Errors by kind and when the store last took a write (outage.ts); undefined when not tracked. */
+  health(): StoreHealthReport | undefined;
   close(): Promise<void>;
 
   /**
@@ -334,6 +364,18 @@ export interface CheckStore {
     base?: T,
     options?: UpdateOptions,
   ): Promise<T | null>;
+  /**
+   * Takes the lease of a check still waiting for the answer of its create-task number
+   * `tasksCreated + 1` (state `creating`, `tasksCreated` tasks recorded), whoever holds it now, so
+   * that a task id held through a store outage is written even after the lease ran out and the
+   * check was claimed again (lifecycle.ts, recordCreatedTask). Null when the check moved on.
+   */
+  adoptCreating(
+    id: string,
+    tasksCreated: number,
+    owner: string,
+    leaseUntil: number,
+  ): Promise<ClaimedCheck | null>;
   /** Drops the caller's lease on a check (graceful shutdown, or after acting on it). */
   release(id: string, owner: string): Promise<void>;
   /** Drops every lease this owner holds. */

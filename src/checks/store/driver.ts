@@ -4,6 +4,7 @@
  * and postgres.ts.
  */
 import type { Row } from './rows.js';
+import type { StoreErrorKind } from './check-store.js';
 
 /** One statement and its parameters. */
 export interface Statement {
@@ -37,6 +38,12 @@ export type Mode = 'single' | 'write' | 'snapshot' | 'transaction';
 export interface SqlDriver {
   readonly dialect: Dialect;
   run<T>(mode: Mode, work: Work<T>): Promise<T>;
+  /**
+   * Whether an error of this driver means the store cannot be used now (connection lost, server
+   * shutting down, disk full, read-only after a failover), and which kind; undefined for any
+   * other error (a constraint, a bug). See outage.ts.
+   */
+  classify(error: unknown): StoreErrorKind | undefined;
   close(): Promise<void>;
 }
 

@@ -10,6 +10,7 @@ import { dirname } from 'node:path';
 import type { CheckStore } from './check-store.js';
 import { SqlStore } from './sql-store.js';
 import { SqliteDriver } from './sqlite.js';
+import { StoreHealth, StoreHealthDriver } from './outage.js';
 
 export interface OpenStoreOptions {
   /** PostgreSQL only: the schema for the tables (a unique one per test run). */
@@ -22,12 +23,13 @@ export async function openStore(databaseUrl: string, options: OpenStoreOptions =
     const path = databaseUrl.slice('sqlite:'.length).replace(/^\/\//, '');
     if (path === '') throw new Error('DATABASE_URL sqlite: needs a file path, e.g. sqlite:data/adapter.db');
     if (path !== ':memory:') await mkdir(dirname(path), { recursive: true });
-    return new SqlStore(new SqliteDriver(path));
+    return new SqlStore(new StoreHealthDriver(new SqliteDriver(path), new StoreHealth()));
   }
   if (/^postgres(ql)?:\/\//.test(databaseUrl)) {
     // Loaded only when used: the pg driver is not on an SQLite service's start-up path.
     const { PostgresDriver } = await import('./postgres.js');
-    return new SqlStore(new PostgresDriver(databaseUrl, options.schema ? { schema: options.schema } : {}));
+    const driver = new PostgresDriver(databaseUrl, options.schema ? { schema: options.schema } : {});
+    return new SqlStore(new StoreHealthDriver(driver, new StoreHealth()));
   }
   // Only the scheme is named: the rest of the URL may carry a password.
   const scheme = /^([a-z][a-z0-9+.-]*):/i.exec(databaseUrl)?.[1];

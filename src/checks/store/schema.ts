@@ -205,6 +205,9 @@ const MIGRATIONS: readonly Migration[] = [
   // read every stored page, 77 ms for 4,000 checks and about 2 s for 100,000, on the event loop
   // (bench/README.md, figure 1). PostgreSQL keeps such values out of line, and gains the same count.
   () => ['CREATE INDEX checks_outcome_idx ON checks (tenant_id, state, outcome)'],
+  // 14 (issue 29, docs/operations.md "When the store fails"): one row that /ready writes, so a store
+  // that reads but cannot write (a full disk, a standby after a failover) is found not ready.
+  (t) => [`CREATE TABLE store_probe (id INTEGER PRIMARY KEY, written_at ${t.bigint} NOT NULL)`],
 ];
 
 /** The migration after which the answers of rows finished before it are decided once. */

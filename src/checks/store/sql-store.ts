@@ -55,6 +55,8 @@ import { ELIGIBILITY_FINAL_TOPIC } from './subscription-store.js';
 import { insertingAudit, purgingAudit, rememberingJti, searchingAudit } from './audit-store.js';
 import type { AuditFilters, AuditRow } from './audit-store.js';
 import type { StoreKind } from './driver.js';
+import { StoreHealthDriver } from './outage.js';
+import type { StoreHealthReport } from './check-store.js';
 
 /** Collects bind parameters while a statement is built; returns their placeholders. */
 class Params {
@@ -117,6 +119,21 @@ export class SqlStore implements CheckStore {
     await this.rows('SELECT 1');
   }
 
+  async probeWrite(now: number): Promise<void> {
+    await this.driver.run(
+      'write',
+      one(
+        `INSERT INTO store_probe (id, written_at) VALUES (1, $1)
+         ON CONFLICT (id) DO UPDATE SET written_at = excluded.written_at`,
+        [now],
+      ),
+    );
+  }
+
+  health(): StoreHealthReport | undefined {
+    return this.driver instanceof StoreHealthDriver ? this.driver.health.report() : undefined;
+  }
+
   close(): Promise<void> {
     return this.driver.close();
   }
@@ -154,6 +171,23 @@ export class SqlStore implements CheckStore {
   claimDue(options: ClaimOptions): Promise<ClaimedCheck[]> {
     if (options.limit <= 0) return Promise.resolve([]);
     return this.driver.run('transaction', this.claiming(options));
+  }
+
+  async adoptCreating(
+    id: string,
+    tasksCreated: number,
+    owner: string,
+    leaseUntil: number,
+  ): Promise<ClaimedCheck | null> {
+    const [row] = await this.driver.run(
+      'write',
+      query(
+        `UPDATE checks SET lease_owner = $1, lease_until = $2
+         WHERE id = $3 AND state = 'creating' AND tasks_created = $4 RETURNING ${CLAIMED_COLUMNS.join(', ')}`,
+        [owner, leaseUntil, id, tasksCreated],
+      ),
+    );
+    return row ? this.toClaimed(row) : null;
   }
 
   async documents(id: string): Promise<CheckDocuments | null> {

@@ -7,6 +7,7 @@
 import Database from 'better-sqlite3';
 import type { Row } from './rows.js';
 import type { Dialect, Mode, Result, SqlDriver, Statement, Work } from './driver.js';
+import type { StoreErrorKind } from './check-store.js';
 
 const SQLITE: Dialect = {
   types: { kind: 'sqlite', json: 'TEXT', bool: 'INTEGER', false: '0', bigint: 'INTEGER' },
@@ -70,6 +71,10 @@ export class SqliteDriver implements SqlDriver {
       case 'transaction':
         return settle(() => this.transaction.immediate(work) as T);
     }
+  }
+
+  classify(error: unknown): StoreErrorKind | undefined {
+    return classifySqliteError(error);
   }
 
   close(): Promise<void> {
@@ -210,4 +215,18 @@ function settle<T>(work: () => T): Promise<T> {
   } catch (error) {
     return Promise.reject(asError(error));
   }
+}
+
+/**
+ * Which SQLite errors mean "the store cannot be used now" (https://www.sqlite.org/rescode.html),
+ * by better-sqlite3's `code` (the extended result code's name, e.g. SQLITE_IOERR_WRITE).
+ */
+export function classifySqliteError(error: unknown): StoreErrorKind | undefined {
+  const code = typeof error === 'object' && error !== null ? (error as { code?: unknown }).code : undefined;
+  if (typeof code !== 'string') return undefined;
+  if (code === 'SQLITE_FULL') return 'disk-full';
+  if (code.startsWith('SQLITE_IOERR') || code.startsWith('SQLITE_CANTOPEN')) return 'io';
+  if (code.startsWith('SQLITE_READONLY')) return 'read-only';
+  if (code.startsWith('SQLITE_BUSY') || code.startsWith('SQLITE_LOCKED')) return 'busy';
+  return undefined;
 }
