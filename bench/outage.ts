@@ -69,7 +69,9 @@ function summarise(report: OutageReport, readyDownFrom?: number) {
     const problem = outageAnswerProblem(a);
     if (problem) problems[`${a.what}: ${problem}`] = (problems[`${a.what}: ${problem}`] ?? 0) + 1;
   }
-  const fhir = report.answers.filter((a) => a.what !== 'ready' && a.what !== 'health');
+  const fhir = report.answers.filter(
+    (a) => a.what !== 'ready' && a.what !== 'health' && a.what !== 'metrics',
+  );
   return {
     name: report.name,
     downSeconds: Number(((report.upAt - report.downAt) / 1000).toFixed(1)),
@@ -83,6 +85,7 @@ function summarise(report: OutageReport, readyDownFrom?: number) {
     readyAfterUpSeconds:
       report.readyAfterUpMs === null ? null : Number((report.readyAfterUpMs / 1000).toFixed(1)),
     logLines: report.logLines,
+    metrics: report.metrics,
     alive: report.alive,
     crash: report.crash,
   };
@@ -199,7 +202,7 @@ async function drillSqlite() {
   }
 }
 
-/** During an outage: checks keep coming at the same pace, and reads, _async and /ready every 300 ms. */
+/** During an outage: checks keep coming at the same pace; reads, _async, /ready, /health, /metrics every 300 ms. */
 function during(next: () => number): Omit<OutagePlan, 'name' | 'store' | 'downMs'> {
   return { submitEveryMs: SUBMIT_EVERY_MS, nextN: next, probeEveryMs: 300 };
 }

@@ -34,7 +34,7 @@ export interface DrillOptions {
 
 /** One HTTP answer the drill got, with what it needs to judge it. */
 export interface Answer {
-  what: 'submit' | 'read' | 'async' | 'ready' | 'health';
+  what: 'submit' | 'read' | 'async' | 'ready' | 'health' | 'metrics';
   /** Epoch ms the request was sent and answered. */
   sentAt: number;
   answeredAt: number;
@@ -98,6 +98,9 @@ export async function startDrill(options: DrillOptions): Promise<Drill> {
         POLL_INTERVAL_MS: '300',
         SUBMIT_WAIT_MS: '0',
         SUBMIT_RATE_PER_MINUTE: '1000000',
+        // A step the store failed under holds its lease until it runs out (then the check is
+        // claimed again): 20 s, not the default minute, so a drill's checks end in its time.
+        LEASE_MS: '20000',
         ...options.env,
       },
       ['src/main.ts'],
@@ -269,6 +272,11 @@ export interface OutageReport {
   upAt: number;
   /** Time from `up()` to the first /ready 200. */
   readyAfterUpMs: number | null;
+  /**
+   * From /metrics: store_errors_total (all kinds) before the outage and after it, and the highest
+   * store_seconds_since_writable seen while the store was away.
+   */
+  metrics: { storeErrorsBefore: number; storeErrorsAfter: number; maxSecondsSinceWritable: number };
   /** Every answer the drill got between down() and up(), probes and checks submitted meanwhile. */
   answers: Answer[];
   /** The service's warn and error lines from down() to 3 s after /ready answered 200 again. */
@@ -285,6 +293,7 @@ export interface OutageReport {
  */
 export async function outage(drill: Drill, plan: OutagePlan): Promise<OutageReport> {
   const logStart = drill.service.output.length;
+  const storeErrorsBefore = storeErrors(await drill.get('metrics', '/metrics'));
   const answers: Answer[] = [];
   const pending: Promise<void>[] = [];
   const record = (p: Promise<Answer>) => pending.push(p.then((a) => void answers.push(a)));
@@ -309,6 +318,7 @@ export async function outage(drill: Drill, plan: OutagePlan): Promise<OutageRepo
       }
       record(drill.get('ready', '/ready'));
       record(drill.get('health', '/health'));
+      record(drill.get('metrics', '/metrics'));
     }
     await sleep(50);
   }
@@ -330,11 +340,35 @@ export async function outage(drill: Drill, plan: OutagePlan): Promise<OutageRepo
     downAt,
     upAt,
     readyAfterUpMs,
+    metrics: {
+      storeErrorsBefore,
+      storeErrorsAfter: storeErrors(await drill.get('metrics', '/metrics')),
+      maxSecondsSinceWritable: Math.max(
+        0,
+        ...answers
+          .filter((a) => a.what === 'metrics')
+          .map((a) => metricValue(a, 'store_seconds_since_writable')),
+      ),
+    },
     answers,
     logLines: countLogLines(drill.logFrom(logStart)),
     alive: drill.alive(),
     crash: drill.crash(),
   };
+}
+
+/** The sum of a metric's samples in a /metrics answer (0 when absent). */
+function metricValue(answer: Answer, name: string): number {
+  let total = 0;
+  for (const line of String(answer.body).split('\n')) {
+    if (line.startsWith(`${name} `) || line.startsWith(`${name}{`))
+      total += Number(line.slice(line.lastIndexOf(' ') + 1)) || 0;
+  }
+  return total;
+}
+
+function storeErrors(answer: Answer): number {
+  return metricValue(answer, 'store_errors_total');
 }
 
 /** Warn and error lines of a service log, counted by level and message. */
@@ -368,6 +402,8 @@ export function outageAnswerProblem(answer: Answer): string | null {
   const type = typeof body === 'object' && body !== null ? body.resourceType : undefined;
   if (answer.what === 'health') return answer.status === 200 ? null : `/health answered ${answer.status}`;
   if (answer.what === 'ready') return answer.status === 503 ? null : `/ready answered ${answer.status}`;
+  // Prometheus keeps scraping through an outage: the store's own gauges say what is going on.
+  if (answer.what === 'metrics') return answer.status === 200 ? null : `/metrics answered ${answer.status}`;
   if (answer.status === 0) return `no answer (${String(answer.body)})`;
   // The _async status answers 202 with X-Progress and no body while the check runs (README).
   if (answer.what === 'async' && answer.status === 202) return null;
