@@ -98,9 +98,13 @@ describe('which driver errors mean the store is unavailable', () => {
     expect(health.report().lastWriteFailedAt).toBe(2_000);
     expect(recentWriteFailure(health.report(), 2_000 + WRITE_FAILURE_MEMORY_MS - 1)).toBe(true);
     expect(recentWriteFailure(health.report(), 2_000 + WRITE_FAILURE_MEMORY_MS)).toBe(false);
-    // A read that fails counts as an error, not as a failed write.
+    // A read that fails counts as an error, not as a failed write; nor does a lost connection
+    // (the /ready probe finds that itself).
     now = 3_000;
     await driver.run('single', work).catch(() => undefined);
+    fail = Object.assign(new Error('connect ECONNREFUSED'), { code: 'SQLITE_BUSY' });
+    await driver.run('write', work).catch(() => undefined);
+    expect(health.report().errors.busy).toBe(1);
     expect(health.report().lastWriteFailedAt).toBe(2_000);
     const bug = new Error('UNIQUE constraint failed');
     fail = bug;
