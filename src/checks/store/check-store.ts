@@ -114,7 +114,7 @@ export interface StoreHealthReport {
   errors: Record<StoreErrorKind, number>;
   /** Epoch ms of the last write the store took; null before the first. */
   lastWritableAt: number | null;
-  /** Epoch ms of the last write that failed for a store reason; null when none has. */
+  /** Epoch ms of the last write that failed on a full disk or with an I/O error; null when none has. */
   lastWriteFailedAt: number | null;
 }
 

@@ -52,6 +52,13 @@ export function isStoreUnavailable(error: unknown): error is StoreUnavailableErr
 /** How long after a failed write /ready keeps saying "not ready" (a full disk can let a tiny probe through). */
 export const WRITE_FAILURE_MEMORY_MS = 10_000;
 
+/**
+ * Failures a one-row write probe can pass while a check's write (a 40 KB CER) fails: a full disk
+ * (SQLite can reuse its WAL's free frames for a tiny write), an I/O error on some pages. A lost
+ * connection is found by the probe itself, so /ready does not remember it.
+ */
+const SIZE_BOUND_KINDS: ReadonlySet<StoreErrorKind> = new Set(['disk-full', 'io', 'resources']);
+
 export class StoreHealth {
   private readonly errors = Object.fromEntries(STORE_ERROR_KINDS.map((kind) => [kind, 0])) as Record<
     StoreErrorKind,
@@ -68,7 +75,7 @@ export class StoreHealth {
 
   failed(kind: StoreErrorKind, write: boolean): void {
     this.errors[kind] += 1;
-    if (write) this.lastWriteFailedAt = this.now();
+    if (write && SIZE_BOUND_KINDS.has(kind)) this.lastWriteFailedAt = this.now();
   }
 
   report(): StoreHealthReport {
@@ -80,7 +87,7 @@ export class StoreHealth {
   }
 }
 
-/** A write failed for a store reason within WRITE_FAILURE_MEMORY_MS (/ready). */
+/** A write failed on a full disk or with an I/O error within WRITE_FAILURE_MEMORY_MS (/ready). */
 export function recentWriteFailure(report: StoreHealthReport | undefined, now: number): boolean {
   const failedAt = report?.lastWriteFailedAt;
   return failedAt != null && now - failedAt < WRITE_FAILURE_MEMORY_MS;
