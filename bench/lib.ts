@@ -197,6 +197,19 @@ export function parseHistogram(text: string, name: string): Histogram {
   return { buckets: buckets.sort((a, b) => a.le - b.le), count, sum };
 }
 
+/** Histograms of several processes with the same bucket bounds, summed (as PromQL's sum by (le)). */
+export function sumHistograms(histograms: Histogram[]): Histogram {
+  const first = histograms[0] ?? { buckets: [], count: 0, sum: 0 };
+  return {
+    buckets: first.buckets.map((b, i) => ({
+      le: b.le,
+      count: histograms.reduce((total, h) => total + (h.buckets[i]?.count ?? 0), 0),
+    })),
+    count: histograms.reduce((total, h) => total + h.count, 0),
+    sum: histograms.reduce((total, h) => total + h.sum, 0),
+  };
+}
+
 /**
  * A quantile of a Prometheus histogram, linearly interpolated inside its bucket (as PromQL's
  * histogram_quantile does); the lowest bucket starts at 0. Infinity when it falls in +Inf.

@@ -11,10 +11,14 @@
  * than the interval (must be none). Targets: <= 300 MB RSS, p99 lateness < 250 ms, never more
  * than one poll per task per interval.
  *
- *   npm run bench:scale     (BENCH_CHECKS=10000 BENCH_STORE=sqlite|postgres BENCH_TIME_SCALES=40,60,80,100)
+ * BENCH_REPLICAS=2 (PostgreSQL only) runs two replicas on one database, $submit spread over both:
+ * RSS per replica, lateness over both (their histograms summed, and exactly at the upstream).
+ *
+ *   npm run bench:scale     (BENCH_CHECKS=10000 BENCH_STORE=sqlite|postgres BENCH_TIME_SCALES=40,60,80,100
+ *                            BENCH_REPLICAS=1|2)
  */
 import { mkdtempSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import {
   checksByState,
@@ -35,11 +39,13 @@ import {
   spawnService,
   submitChecks,
   sumByLabel,
+  sumHistograms,
   writeTenantsFile,
 } from './lib.js';
 import { startBenchUpstream } from './upstream.js';
 
 const UPSTREAM_KEY = 'bench-upstream-key';
+const loadavgAtStart = loadavg().map((n) => Number(n.toFixed(2)));
 const CHECKS = Number(process.env.BENCH_CHECKS ?? 10_000);
 const TENANTS = Number(process.env.BENCH_TENANTS ?? 100);
 const MAX_IN_FLIGHT = Number(process.env.BENCH_MAX_IN_FLIGHT ?? 100);
@@ -47,6 +53,9 @@ const POLL_INTERVAL_MS = Number(process.env.BENCH_POLL_INTERVAL_MS ?? 5000);
 const TIME_SCALES = (process.env.BENCH_TIME_SCALES ?? '40,60,80,100').split(',').map(Number);
 const STORE = process.env.BENCH_STORE === 'postgres' ? 'postgres' : 'sqlite';
 const TIMEOUT_MS = Number(process.env.BENCH_TIMEOUT_MS ?? 30 * 60_000);
+const REPLICAS = Number(process.env.BENCH_REPLICAS ?? 1);
+if (REPLICAS > 1 && STORE !== 'postgres') throw new Error('BENCH_REPLICAS > 1 needs BENCH_STORE=postgres');
+const NAME = `scale-${STORE}${REPLICAS > 1 ? `-${REPLICAS}-replicas` : ''}`;
 
 const log = (message: string) =>
   process.stderr.write(`[scale ${new Date().toISOString().slice(11, 19)}] ${message}\n`);
@@ -59,50 +68,63 @@ const upstream = await startBenchUpstream({
 });
 const dir = mkdtempSync(join(tmpdir(), 'fea-bench-scale-'));
 const pgStore = STORE === 'postgres' ? await pgSchema('bench_scale') : null;
-const service = await spawnService(
-  {
-    UPSTREAM_BASE_URL: upstream.url,
-    TENANTS_FILE: writeTenantsFile(dir, TENANTS, UPSTREAM_KEY, MAX_IN_FLIGHT),
-    DATABASE_URL: pgStore?.url ?? `sqlite:${join(dir, 'adapter.db')}`,
-    POLL_INTERVAL_MS: String(POLL_INTERVAL_MS),
-    SUBMIT_WAIT_MS: '0',
-    LOG_LEVEL: 'info', // spawnService waits for the 'listening' info line
-    SUBMIT_RATE_PER_MINUTE: '1000000',
-    // Longer than the slowest task, so no check is reported as "still checking".
-    CHECK_TIMEOUT_MS: String(60 * 60_000),
-  },
-  undefined,
-  cpuProfArgs(`scale-${STORE}`),
-);
-const pid = service.child.pid ?? 0;
+const services = [];
+for (let r = 0; r < REPLICAS; r += 1) {
+  services.push(
+    await spawnService(
+      {
+        UPSTREAM_BASE_URL: upstream.url,
+        TENANTS_FILE: writeTenantsFile(dir, TENANTS, UPSTREAM_KEY, MAX_IN_FLIGHT),
+        DATABASE_URL: pgStore?.url ?? `sqlite:${join(dir, 'adapter.db')}`,
+        POLL_INTERVAL_MS: String(POLL_INTERVAL_MS),
+        SUBMIT_WAIT_MS: '0',
+        LOG_LEVEL: 'info', // spawnService waits for the 'listening' info line
+        SUBMIT_RATE_PER_MINUTE: '1000000',
+        // Longer than the slowest task, so no check is reported as "still checking".
+        CHECK_TIMEOUT_MS: String(60 * 60_000),
+      },
+      undefined,
+      cpuProfArgs(`${NAME}-${r}`),
+    ),
+  );
+}
+const [service] = services;
+if (!service) throw new Error('no replica');
+const pids = services.map((s) => s.child.pid ?? 0);
+const pid = pids[0] ?? 0;
 let exited: string | null = null;
-service.child.once('exit', (code, signal) => {
-  exited = `exit code ${String(code)}, signal ${String(signal)}`;
-  log(`service exited (${exited}); last lines:\n${service.output.slice(-30).join('\n')}`);
-});
-let peakSampledRss = 0;
-const rssSamples: Array<{ t: number; mb: number }> = [];
+services.forEach((replica, r) =>
+  replica.child.once('exit', (code, signal) => {
+    exited = `replica ${r}: exit code ${String(code)}, signal ${String(signal)}`;
+    log(`service exited (${exited}); last lines:\n${replica.output.slice(-30).join('\n')}`);
+  }),
+);
+const peakSampledRss = pids.map(() => 0);
+const rssSamples: Array<{ t: number; mb: number[] }> = [];
 const started = Date.now();
 const rssTimer = setInterval(() => {
   try {
-    const mb = rssMb(pid);
-    peakSampledRss = Math.max(peakSampledRss, mb);
-    rssSamples.push({ t: Math.round((Date.now() - started) / 1000), mb: Math.round(mb) });
+    const mb = pids.map((p) => rssMb(p));
+    mb.forEach((m, r) => (peakSampledRss[r] = Math.max(peakSampledRss[r] ?? 0, m)));
+    rssSamples.push({ t: Math.round((Date.now() - started) / 1000), mb: mb.map(Math.round) });
   } catch {
-    // the process is gone
+    // a process is gone
   }
 }, 500);
 
 try {
   await sleep(3000); // the FHIR definitions load just after 'listening'
-  const idleRssMb = Math.round(rssMb(pid));
-  const cpuStart = cpuSeconds(pid);
+  const idleRssMb = pids.map((p) => Math.round(rssMb(p)));
+  const cpuStart = pids.map((p) => cpuSeconds(p));
   log(`service pid ${pid}, submitting ${CHECKS} checks over ${TENANTS} tenants`);
   let peakInFlight = 0;
   const inFlightTimer = setInterval(() => {
     peakInFlight = Math.max(peakInFlight, upstream.inFlightNow());
   }, 5000);
-  const submitted = await submitChecks([service.url], { count: CHECKS, tenants: TENANTS, concurrency: 20 });
+  const submitted = await submitChecks(
+    services.map((x) => x.url),
+    { count: CHECKS, tenants: TENANTS, concurrency: 20 },
+  );
   const submitSeconds = (Date.now() - started) / 1000;
   const refused = submitted.filter((s) => s.id === null).length;
   log(`submitted in ${submitSeconds.toFixed(1)} s (${refused} not accepted)`);
@@ -130,7 +152,7 @@ try {
       const polls = upstream.polls();
       log(
         `states ${JSON.stringify(states)} upstream in flight ${upstream.inFlightNow()} polls ${polls.polls} ` +
-          `rss ${rssMb(pid).toFixed(0)} MB lateness p99 ${polls.latenessMs?.p99 ?? '-'} ms`,
+          `rss ${pids.map((p) => rssMb(p).toFixed(0)).join(' + ')} MB lateness p99 ${polls.latenessMs?.p99 ?? '-'} ms`,
       );
     }
     if ((states.done ?? 0) >= CHECKS - refused) break;
@@ -141,17 +163,24 @@ try {
   }
   clearInterval(inFlightTimer);
   const wallSeconds = (Date.now() - started) / 1000;
-  const cpu = cpuSeconds(pid) - cpuStart;
+  const cpu = pids.map((p, r) => cpuSeconds(p) - (cpuStart[r] ?? 0));
   const metrics = await scrape(service.url);
-  const hist = parseHistogram(metrics, 'poll_lateness_seconds');
+  // Both replicas poll: their lateness histograms (same bounds) summed.
+  const hist = sumHistograms(
+    await Promise.all(
+      services.map(async (x) => parseHistogram(await scrape(x.url), 'poll_lateness_seconds')),
+    ),
+  );
   const polls = upstream.polls();
   const perInterval = upstream.pollsPerInterval();
   const stats = upstream.stats();
-  const peakHwm = peakRssMb(pid);
+  const peakHwm = pids.map((p) => peakRssMb(p));
   const p99s = histogramQuantile(hist, 0.99);
-  await record(`scale-${STORE}`, {
+  await record(NAME, {
     machine: machine(),
+    loadavgAtStart,
     store: STORE,
+    replicas: REPLICAS,
     checks: CHECKS,
     tenants: TENANTS,
     maxInFlight: MAX_IN_FLIGHT,
@@ -161,7 +190,7 @@ try {
     submitSeconds: Number(submitSeconds.toFixed(1)),
     notAccepted: refused,
     wallSeconds: Number(wallSeconds.toFixed(1)),
-    serviceCpuSeconds: Number(cpu.toFixed(1)),
+    serviceCpuSeconds: cpu.map((c) => Number(c.toFixed(1))),
     finalStates: states,
     finishedByOutcome: sumByLabel(metrics, 'checks_finished_total', 'outcome'),
     upstreamCallsByResult: {
@@ -181,19 +210,20 @@ try {
         ([...loopP99s].sort((a, b) => a - b)[Math.floor(loopP99s.length / 2)] ?? 0).toFixed(0),
       ),
     },
-    serviceLog: logSummary(service.output),
+    serviceLog: logSummary(services.flatMap((x) => x.output)),
     createTaskAtUpstreamMs: polls.createTaskMs,
     benchEventLoopDelayMs: polls.benchEventLoopDelayMs,
     peakUpstreamInFlight: peakInFlight,
     maxInFlightPerTenantSeenUpstream: upstream.maxInFlightPerClinic(),
     rss: {
-      peakMb: Number(peakHwm.toFixed(1)),
-      peakSampledMb: Number(peakSampledRss.toFixed(1)),
+      perReplica: true,
+      peakMb: peakHwm.map((m) => Number(m.toFixed(1))),
+      peakSampledMb: peakSampledRss.map((m) => Number(m.toFixed(1))),
       samples: rssSamples.filter((_, i) => i % 20 === 0),
       idleBeforeLoadMb: idleRssMb,
-      peakHeapUsed: peakHeap,
+      peakHeapUsedFirstReplica: peakHeap,
       targetMb: 300,
-      met: peakHwm <= 300,
+      met: peakHwm.every((m) => m <= 300),
     },
     lateness: {
       service: {
@@ -227,7 +257,7 @@ try {
   });
 } finally {
   clearInterval(rssTimer);
-  await service.stop();
+  for (const x of services) await x.stop();
   await upstream.close();
   await pgStore?.drop();
 }
