@@ -214,7 +214,8 @@ async function importEmbeddedPostgres(): Promise<typeof EmbeddedPostgresClass> {
   return EmbeddedPostgres;
 }
 
-function freePort(): Promise<number> {
+/** A TCP port free on 127.0.0.1 now (it may be taken before it is used: callers retry or accept that). */
+export function freePort(): Promise<number> {
   return new Promise((resolve, reject) => {
     const probe = createServer();
     probe.once('error', reject);
