@@ -57,6 +57,7 @@ export interface Submission {
 
 export interface Drill {
   url: string;
+  databaseUrl: string;
   service: ServiceProcess;
   sandbox: RunningSandbox;
   submissions: Submission[];
@@ -184,6 +185,7 @@ export async function startDrill(options: DrillOptions): Promise<Drill> {
 
   return {
     url,
+    databaseUrl: options.databaseUrl,
     service,
     sandbox,
     submissions,

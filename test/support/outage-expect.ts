@@ -4,8 +4,9 @@
  */
 import { expect } from 'vitest';
 import { expectValidFhir } from './fhir.js';
+import { UPSTREAM_KEY } from './harness.js';
 import type { Drill, OutageReport } from './outage-drill.js';
-import { outageAnswerProblem } from './outage-drill.js';
+import { drillEmiratesId, outageAnswerProblem } from './outage-drill.js';
 
 /**
  * Warn and error lines one outage may cause beyond one per create-task answer held (a line per
@@ -70,4 +71,30 @@ export async function expectAllEligible(drill: Drill, timeoutMs: number): Promis
   const distinct = new Set(drill.submissions.map((s) => s.id).filter(Boolean)).size;
   expect.soft(distinct, 'one stored check per request identifier').toBe(drill.submissions.length);
   expect.soft(drill.sandbox.control.stats().createTask, 'create-task calls = distinct checks').toBe(distinct);
+  expectNothingPrivateLogged(drill);
+}
+
+/**
+ * No patient data and no secret in the service's output through the outages (the new warn lines
+ * carry check and task ids only): the checks' Emirates IDs (as sent and digits only), the
+ * demographics of test/support/requests.ts, the upstream and inbound keys, the database password.
+ */
+export function expectNothingPrivateLogged(drill: Drill): void {
+  const ids = drill.submissions.map((s) => drillEmiratesId(s.n));
+  const tenants = new Set(drill.submissions.map((s) => s.tenant));
+  const password = new URL(drill.databaseUrl.replace(/^sqlite:.*/, 'sqlite://x')).password;
+  const forbidden = [
+    ...ids,
+    ...ids.map((id) => id.replace(/\D/g, '')),
+    'Aisha',
+    'Testpatient',
+    '971501112233',
+    '1988-04-12',
+    UPSTREAM_KEY,
+    ...[...tenants].map((t) => `key-t${t}-0123456789`),
+    ...(password ? [password] : []),
+  ];
+  const text = drill.service.output.join('\n');
+  const found = forbidden.filter((value) => text.includes(value));
+  expect.soft(found, 'patient data or secrets in the log').toEqual([]);
 }
