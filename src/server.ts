@@ -288,6 +288,7 @@ export async function startServer(
       freshResults: new FreshResults(upstream),
       documentOrigins: [new URL(upstreamUrl).origin],
       logger,
+      onPrevisit: metrics.onPrevisit,
       submit: {
         checks,
         baseUrl,

@@ -5,7 +5,15 @@
  * reused at check-in; it is skipped when the booking answer is still reusable at the start, not
  * doubled while the booking check runs, never sent after a cancel; bad serviced[x] is a 422.
  */
-import type { Bundle, CoverageEligibilityResponse, OperationOutcome } from 'fhir/r4.js';
+import type {
+  AuditEvent,
+  Bundle,
+  CapabilityStatement,
+  CoverageEligibilityRequest,
+  CoverageEligibilityResponse,
+  OperationOutcome,
+  SearchParameter,
+} from 'fhir/r4.js';
 import request from 'supertest';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { expectValidFhir } from '../support/fhir.js';
@@ -47,8 +55,8 @@ function patient(): string {
   return `784-1985-${String(7_000_000 + patients)}-${patients % 10}`;
 }
 
-async function book(options: RequestOptions) {
-  const res = await postSubmit(h.url, h.auth, options, { Prefer: 'wait=10' });
+async function book(options: RequestOptions, auth = h.auth) {
+  const res = await postSubmit(h.url, auth, options, { Prefer: 'wait=10' });
   expectValidFhir(res.body);
   return res;
 }
@@ -217,25 +225,160 @@ describe('a booked appointment', () => {
     expect(again.headers.location).toBe(first.headers.location);
   });
 
-  it('a cancelled appointment is never re-checked', async () => {
+  it('a cancelled appointment (JSON Patch) is never re-checked; the request shows status cancelled', async () => {
     const start = now() + 24 * HOUR;
     const booked = await book({
       emiratesId: patient(),
       servicedPeriod: { start: new Date(start).toISOString() },
     });
     const requestId = requestIdOf(booked.body as CoverageEligibilityResponse);
-    const appointment = await appointmentOf(requestId);
-    await h.server.store.appointments.cancel(
-      'clinic-a',
-      requestId,
-      { ...appointment.input.request, status: 'cancelled' },
-      now(),
-    );
+    const res = await patch(requestId, CANCEL);
+    expect(res.status).toBe(200);
+    expectValidFhir(res.body);
+    expect((res.body as CoverageEligibilityRequest).status).toBe('cancelled');
+    const read = await request(h.url).get(`/fhir/CoverageEligibilityRequest/${requestId}`).set(h.auth);
+    expect((read.body as CoverageEligibilityRequest).status).toBe('cancelled');
     const before = counts.create;
     advance(23 * HOUR);
     await new Promise((r) => setTimeout(r, 500));
     expect((await appointmentOf(requestId)).state).toBe('cancelled');
     expect(counts.create).toBe(before);
+    expect((await request(h.url).get('/metrics')).text).toMatch(
+      /previsit_rechecks_total\{tenant="clinic-a",result="cancelled"\} [1-9]/,
+    );
+    // Audited as a patch of the request.
+    await h.server.audit.flush();
+    const audit = await request(h.url)
+      .get(`/fhir/AuditEvent?entity=CoverageEligibilityRequest/${requestId}`)
+      .set(h.auth);
+    const events = ((audit.body as Bundle).entry ?? []).map((e) => e.resource as AuditEvent);
+    expect(events.some((e) => e.subtype?.some((c) => c.code === 'patch'))).toBe(true);
+  });
+});
+
+const CANCEL = [{ op: 'replace', path: '/status', value: 'cancelled' }];
+
+function patch(id: string, body: unknown, type = 'application/json-patch+json', auth = h.auth) {
+  return request(h.url)
+    .patch(`/fhir/CoverageEligibilityRequest/${id}`)
+    .set(auth)
+    .set('Content-Type', type)
+    .send(JSON.stringify(body));
+}
+
+describe('PATCH of a stored request', () => {
+  let requestId = '';
+  beforeAll(async () => {
+    const booked = await book({
+      emiratesId: patient(),
+      servicedPeriod: { start: new Date(now() + 20 * HOUR).toISOString() },
+    });
+    requestId = requestIdOf(booked.body as CoverageEligibilityResponse);
+  });
+
+  it.each([
+    [
+      'another status',
+      [{ op: 'replace', path: '/status', value: 'active' }],
+      'CoverageEligibilityRequest.status',
+    ],
+    [
+      'another element',
+      [{ op: 'replace', path: '/servicedPeriod/start', value: '2030-01-01T00:00:00Z' }],
+      'CoverageEligibilityRequest.servicedPeriod.start',
+    ],
+    ['an item', [{ op: 'remove', path: '/item/0' }], 'CoverageEligibilityRequest.item[0]'],
+    ['no JSON Patch at all', { status: 'cancelled' }, 'CoverageEligibilityRequest'],
+  ])('%s is a 422 naming the element, and the request is unchanged', async (_name, body, expression) => {
+    const res = await patch(requestId, body);
+    expect(res.status).toBe(422);
+    expectValidFhir(res.body);
+    expect((res.body as OperationOutcome).issue[0]?.expression).toEqual([expression]);
+    expect((await appointmentOf(requestId)).state).toBe('scheduled');
+  });
+
+  it('another content type is a 415', async () => {
+    const res = await patch(requestId, CANCEL, 'application/fhir+json');
+    expect(res.status).toBe(415);
+    expectValidFhir(res.body);
+  });
+
+  it('an unknown id, or another tenant, is a 404', async () => {
+    expect((await patch('no-such-request', CANCEL)).status).toBe(404);
+    expect((await patch(requestId, CANCEL, 'application/json-patch+json', h.authB)).status).toBe(404);
+    expect((await appointmentOf(requestId)).state).toBe('scheduled');
+  });
+});
+
+describe('search by serviced', () => {
+  it("lists the tenant's appointments of a local day, with their answers by _revinclude", async () => {
+    // 23:30 UTC is 03:30 the next day in Dubai: the clinic's day, not UTC's, decides.
+    const base = new Date(now() + 72 * HOUR);
+    const day = Date.UTC(base.getUTCFullYear(), base.getUTCMonth(), base.getUTCDate(), 23, 30);
+    const localDay = new Date(day + 4 * HOUR).toISOString().slice(0, 10);
+    const booked = await book({
+      emiratesId: patient(),
+      servicedPeriod: { start: new Date(day).toISOString() },
+    });
+    const requestId = requestIdOf(booked.body as CoverageEligibilityResponse);
+    await book(
+      { emiratesId: patient(), servicedPeriod: { start: new Date(day + 24 * HOUR).toISOString() } },
+      h.authB,
+    );
+
+    const res = await request(h.url)
+      .get(
+        `/fhir/CoverageEligibilityRequest?serviced=${localDay}&_revinclude=CoverageEligibilityResponse:request`,
+      )
+      .set(h.auth);
+    expect(res.status).toBe(200);
+    const bundle = res.body as Bundle;
+    expectValidFhir(bundle);
+    const matches = (bundle.entry ?? []).filter((e) => e.search?.mode === 'match');
+    expect(matches.map((e) => e.resource?.id)).toEqual([requestId]);
+    const included = (bundle.entry ?? []).filter((e) => e.search?.mode === 'include');
+    expect(included.map((e) => e.resource?.id)).toEqual([(booked.body as CoverageEligibilityResponse).id]);
+
+    const utcDay = new Date(day).toISOString().slice(0, 10);
+    const other = await request(h.url).get(`/fhir/CoverageEligibilityRequest?serviced=${utcDay}`).set(h.auth);
+    expect(((other.body as Bundle).entry ?? []).map((e) => e.resource?.id)).not.toContain(requestId);
+    for (const [query, contains] of [
+      [`ge${localDay}`, true],
+      [`gt${localDay}`, false],
+      [`le${localDay}`, true],
+      [`lt${localDay}`, false],
+      [`eq${localDay}`, true],
+    ] as const) {
+      const found = await request(h.url)
+        .get(`/fhir/CoverageEligibilityRequest?serviced=${query}`)
+        .set(h.auth);
+      expect(
+        ((found.body as Bundle).entry ?? []).some((e) => e.resource?.id === requestId),
+        query,
+      ).toBe(contains);
+    }
+  });
+
+  it('a prefix it does not serve is a 400 naming serviced', async () => {
+    const res = await request(h.url)
+      .get('/fhir/CoverageEligibilityRequest?serviced=sa2026-11-27')
+      .set(h.auth);
+    expect(res.status).toBe(400);
+    expect((res.body as OperationOutcome).issue[0]?.expression).toEqual(['serviced']);
+  });
+
+  it('is declared in the CapabilityStatement with its published SearchParameter', async () => {
+    const metadata = (await request(h.url).get('/fhir/metadata')).body as CapabilityStatement;
+    const resource = metadata.rest?.[0]?.resource?.find((r) => r.type === 'CoverageEligibilityRequest');
+    const serviced = resource?.searchParam?.find((p) => p.name === 'serviced');
+    expect(serviced?.type).toBe('date');
+    expect(resource?.searchRevInclude).toContain('CoverageEligibilityResponse:request');
+    expect(resource?.interaction?.map((i) => i.code)).toContain('patch');
+    const id = (serviced?.definition ?? '').split('/').pop() ?? '';
+    const parameter = await request(h.url).get(`/fhir/SearchParameter/${id}`);
+    expect(parameter.status).toBe(200);
+    expectValidFhir(parameter.body);
+    expect((parameter.body as SearchParameter).url).toBe(serviced?.definition);
   });
 });
 

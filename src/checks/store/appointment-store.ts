@@ -88,15 +88,17 @@ export interface AppointmentStore {
    */
   startRecheck(id: string, owner: string, check: NewCheck, now: number): Promise<boolean>;
   /**
-   * Cancels an appointment: its request as given (status cancelled) is stored and its state turns
-   * `cancelled`, whatever lease holds it. Returns the state it had, or null when it is unknown.
+   * Stores a stored request as patched (its status cancelled): in its appointment, which turns
+   * `cancelled` whatever lease holds it, and in the check of the same id, in one transaction.
+   * Returns the appointment's state before (null: the request is not an appointment), or null
+   * when the tenant has no stored request of that id.
    */
   cancel(
     tenantId: string,
     id: string,
     request: CoverageEligibilityRequest,
     now: number,
-  ): Promise<{ appointment: Appointment; previous: AppointmentState } | null>;
+  ): Promise<{ appointment: Appointment | null; previous: AppointmentState | null } | null>;
   /** A tenant's appointments whose start is in every range, by start time, at most `count`. */
   search(tenantId: string, starts: DateRange[], count: number): Promise<Appointment[]>;
   /**

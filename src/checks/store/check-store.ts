@@ -175,6 +175,8 @@ export interface SearchFilters {
    * appointment of that id (docs/previsit.md), whose CER refers to the same request.
    */
   requests?: string[][];
+  /** Leave out pre-visit re-checks: a search of stored requests (a re-check has none of its own). */
+  ownRequestsOnly?: boolean;
   /** The patient identifier used for the check (patient_key / patient_value). */
   patient?: TokenValue[][];
   /** The request's first identifier, the idempotency key. */

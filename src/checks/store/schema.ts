@@ -228,6 +228,7 @@ const MIGRATIONS: readonly Migration[] = [
     'CREATE INDEX appointments_due_idx ON appointments (state, due_at)',
     'CREATE INDEX appointments_start_idx ON appointments (tenant_id, start_at)',
     'CREATE INDEX appointments_booking_idx ON appointments (booking_check_id)',
+    'CREATE INDEX appointments_recheck_idx ON appointments (recheck_id)',
     `CREATE UNIQUE INDEX appointments_idempotency_idx ON appointments (tenant_id, idempotency_key)
     WHERE idempotency_key IS NOT NULL`,
   ],

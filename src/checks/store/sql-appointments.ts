@@ -142,28 +142,38 @@ export class SqlAppointmentStore implements AppointmentStore {
     id: string,
     request: CoverageEligibilityRequest,
     now: number,
-  ): Promise<{ appointment: Appointment; previous: AppointmentState } | null> {
+  ): Promise<{ appointment: Appointment | null; previous: AppointmentState | null } | null> {
     const { json } = this.dialect;
     const toAppointment = this.toAppointment;
     const lock = this.kind === 'postgres' ? ' FOR UPDATE' : '';
-    const work = function* (): Work<{ appointment: Appointment; previous: AppointmentState } | null> {
+    const work = function* (): Work<{
+      appointment: Appointment | null;
+      previous: AppointmentState | null;
+    } | null> {
       // PostgreSQL: the row's lock, so a claim's startRecheck either committed before (its state is
       // then `rechecked`) or sees `cancelled` and writes nothing.
       const [before] = yield* query(`SELECT * FROM appointments WHERE tenant_id = $1 AND id = $2${lock}`, [
         tenantId,
         id,
       ]);
-      if (!before) return null;
-      const previous = toAppointment(before);
-      const input: CheckInput = { ...previous.input, request };
-      const [row] = yield* query(
-        `UPDATE appointments SET state = 'cancelled', input = ${json('$3')}, lease_owner = NULL,
-           lease_until = NULL, updated_at = $4
-         WHERE tenant_id = $1 AND id = $2 RETURNING *`,
-        [tenantId, id, JSON.stringify(input), now],
-      );
-      if (!row) return null;
-      return { appointment: toAppointment(row), previous: previous.state };
+      let appointment: Appointment | null = null;
+      if (before) {
+        const input: CheckInput = { ...toAppointment(before).input, request };
+        const [row] = yield* query(
+          `UPDATE appointments SET state = 'cancelled', input = ${json('$3')}, lease_owner = NULL,
+             lease_until = NULL, updated_at = $4
+           WHERE tenant_id = $1 AND id = $2 RETURNING *`,
+          [tenantId, id, JSON.stringify(input), now],
+        );
+        appointment = row ? toAppointment(row) : null;
+      }
+      // The check of the same id holds the same request (a re-check's row refers to it, not this).
+      const check = yield {
+        sql: `UPDATE checks SET request = ${json('$3')} WHERE tenant_id = $1 AND id = $2`,
+        params: [tenantId, id, JSON.stringify(request)],
+      };
+      if (!before && check.changed === 0) return null;
+      return { appointment, previous: before ? toAppointment(before).state : null };
     };
     return this.driver.run(this.kind === 'postgres' ? 'transaction' : 'write', work());
   }

@@ -559,6 +559,8 @@ export class SqlStore implements CheckStore {
     anyOf(filters.requestIdentifier, (token) =>
       this.token(params, token, 'idempotency_key', 'request_identifier_value'),
     );
+    if (filters.ownRequestsOnly)
+      where.push('NOT EXISTS (SELECT 1 FROM appointments a WHERE a.recheck_id = checks.id)');
     anyOf(filters.insurer, (code) => `UPPER(payer_code) = UPPER(${params.add(code)})`);
     anyOf(filters.outcome, (outcome) => `outcome = ${params.add(outcome)}`);
     for (const range of filters.created ?? []) where.push(this.range(params, 'created_at', range));
