@@ -265,7 +265,14 @@ export async function startServer(
       tokenRoutes(express);
     },
     corsOrigins: config.corsOrigins,
-    appPage: appPageRouter({ tenants: config.tenants, store, logger, now, audit }),
+    appPage: appPageRouter({
+      tenants: config.tenants,
+      store,
+      logger,
+      now,
+      audit,
+      previsit: (tenant) => checks.previsitSettings(tenant),
+    }),
     fhir: fhirRoutes({
       tenants: config.tenants,
       version: VERSION,
