@@ -5,6 +5,7 @@
  */
 import { call, outcomeText, pathOf, session } from './api.js';
 import { headlineOf, showNarrative } from './narrative.js';
+import { loadAppointments, startAppointments } from './appointments.js';
 
 const $ = (id) => document.getElementById(id);
 const V2_0203 = 'http://terminology.hl7.org/CodeSystem/v2-0203';
@@ -63,7 +64,14 @@ async function signIn(key) {
   selectTab('desk');
   $('patient-id').focus();
   void loadRecent();
+  void loadAppointments(openAnswer);
   return null;
+}
+
+/** Shows a stored answer (an appointment's latest) in the result section. */
+function openAnswer(path) {
+  stopPolling();
+  void follow(path);
 }
 
 function fillSelect(select, options) {
@@ -465,6 +473,7 @@ function start() {
     });
   });
   $('check-again').addEventListener('click', () => void checkAgain());
+  startAppointments(openAnswer);
   $('recent-form').addEventListener('submit', (event) => {
     event.preventDefault();
     void loadRecent();

@@ -7,7 +7,13 @@ export const CANONICAL_BASE = 'http://fhir-eligibility-adapter.org/fhir';
 
 /** Canonical URL of a conformance resource of this service. */
 export function canonical(
-  type: 'StructureDefinition' | 'CodeSystem' | 'ConceptMap' | 'ValueSet' | 'OperationDefinition',
+  type:
+    | 'StructureDefinition'
+    | 'CodeSystem'
+    | 'ConceptMap'
+    | 'ValueSet'
+    | 'OperationDefinition'
+    | 'SearchParameter',
   id: string,
 ): string {
   return `${CANONICAL_BASE}/${type}/${id}`;

@@ -142,12 +142,12 @@ export const payloadTooLarge = (limit: string): OperationOutcomeError =>
     413,
   );
 
-export const unsupportedMediaType = (contentType: string): OperationOutcomeError =>
+export const unsupportedMediaType = (
+  contentType: string,
+  expected = 'application/fhir+json',
+): OperationOutcomeError =>
   new OperationOutcomeError(
-    outcome(
-      'not-supported',
-      `Content type ${echo(contentType)} is not supported; send application/fhir+json`,
-    ),
+    outcome('not-supported', `Content type ${echo(contentType)} is not supported; send ${expected}`),
     415,
   );
 

@@ -6,7 +6,9 @@
 import { fileURLToPath } from 'node:url';
 import express from 'express';
 import type { RequestHandler, Router } from 'express';
-import type { CheckStore } from '../checks/store/check-store.js';
+import type { Store } from '../checks/store/appointment-store.js';
+import type { PrevisitSettings } from '../checks/previsit.js';
+import { appointmentsView } from '../operations/appointments-view.js';
 import type { Tenant } from '../config.js';
 import { badRequest } from '../fhir/outcomes.js';
 import type { Logger } from '../log.js';
@@ -37,8 +39,10 @@ const PAGE_CSP = [
 
 export interface AppPageDeps {
   tenants: readonly Tenant[];
-  store: CheckStore;
+  store: Store;
   logger: Logger;
+  /** A tenant's pre-visit settings (its time zone: the page's day). */
+  previsit: (tenant: Tenant) => PrevisitSettings;
   now: () => number;
   /** The audit trail: a guard reset is recorded (docs/auth.md). */
   audit?: AuditTrail;
@@ -65,6 +69,12 @@ export function appPageRouter(deps: AppPageDeps): Router {
   });
   api.get('/operator', async (_req, res) => {
     res.json(await operatorView(deps.store, res.locals.tenant as Tenant, deps.now()));
+  });
+  // The appointments of a day (docs/previsit.md); `day` YYYY-MM-DD, default today in the clinic's zone.
+  api.get('/appointments', async (req, res) => {
+    const tenant = res.locals.tenant as Tenant;
+    const day = typeof req.query.day === 'string' && req.query.day !== '' ? req.query.day : undefined;
+    res.json(await appointmentsView(deps.store, tenant, deps.previsit(tenant), day, deps.now()));
   });
   api.post(
     '/guards/:payer/reset',

@@ -76,6 +76,28 @@ const jsonParserOf = (limit: number) =>
  */
 export const fhirBody: RequestHandler = fhirBodyWithin(INPUT_LIMITS.bodyBytes);
 
+/** The media type of a JSON Patch (RFC 6902), which PATCH takes (https://hl7.org/fhir/R4/http.html#patch). */
+export const JSON_PATCH = 'application/json-patch+json';
+
+/** Parses a JSON Patch body within the input limits; any other content type is 415. */
+export const jsonPatchBody: RequestHandler = (req, res, next) => {
+  if (!req.is(JSON_PATCH)) {
+    next(unsupportedMediaType(String(req.headers['content-type'] ?? 'none'), JSON_PATCH));
+    return;
+  }
+  patchParser(req, res, (error?: unknown) => {
+    if (error !== undefined) next(error);
+    else next();
+  });
+};
+
+const patchParser = express.json({
+  limit: INPUT_LIMITS.bodyBytes,
+  strict: false,
+  type: JSON_PATCH,
+  verify: (_req, _res, raw) => checkRawDepth(raw),
+});
+
 /** fhirBody for a batch Bundle (POST /fhir): the same limits but the body size (batchBodyBytes). */
 export const batchBody: RequestHandler = fhirBodyWithin(INPUT_LIMITS.batchBodyBytes);
 

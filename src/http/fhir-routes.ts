@@ -30,7 +30,9 @@ import {
 import type { SubmitDeps } from '../operations/submit.js';
 import type { FhirAnswer, FhirRequest } from '../operations/types.js';
 import { streamDocument, type DocumentProxyDeps } from './binary-route.js';
-import { batchBody, fhirBody, negotiate, sendAnswer, sendResource } from './fhir-json.js';
+import { batchBody, fhirBody, jsonPatchBody, negotiate, sendAnswer, sendResource } from './fhir-json.js';
+import { patchRequest } from '../operations/cancel.js';
+import type { PrevisitEvent } from '../checks/previsit.js';
 import { authenticate } from './middleware.js';
 import type { AuthenticateOptions } from './middleware.js';
 import { submitRateLimit } from './rate-limit.js';
@@ -63,6 +65,8 @@ export interface FhirRouteDeps extends DocumentProxyDeps {
   subscriptions?: SubscriptionDeps;
   /** SMART access tokens, the audit trail and its store (docs/auth.md); absent = API keys only, no audit. */
   security?: AuthenticateOptions & { audit?: AuditTrail; auditStore?: AuditStore };
+  /** Metrics of pre-visit checks (a cancelled re-check). */
+  onPrevisit?: (event: PrevisitEvent) => void;
 }
 
 /** Builds the FhirRequest of an express request (after authentication). */
@@ -192,6 +196,16 @@ export function fhirRoutes(deps: FhirRouteDeps): FhirRoutes {
     audited(audit, { action: 'R', interaction: 'read', entity: paramEntity(REQ) }),
     requireScope(REQ, 'r'),
     operation((req) => readRequest(req, deps.checks)),
+  );
+  // Cancelling an appointment (docs/previsit.md): JSON Patch of /status only.
+  router.patch(
+    '/CoverageEligibilityRequest/:id',
+    audited(audit, { action: 'U', interaction: 'patch', entity: paramEntity(REQ) }),
+    requireScope(REQ, 'u'),
+    jsonPatchBody,
+    operation((req) =>
+      patchRequest(req, { ...deps.submit, ...(deps.onPrevisit ? { onPrevisit: deps.onPrevisit } : {}) }),
+    ),
   );
   // GET /CoverageEligibilityResponse/:id: a direct route (above), matched by the app first.
   router.get(

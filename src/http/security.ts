@@ -17,7 +17,7 @@ import type { Principal } from './middleware.js';
 
 /** The scopes this service can grant, as smart-configuration lists them. */
 export const SUPPORTED_SCOPES = [
-  'system/CoverageEligibilityRequest.crs',
+  'system/CoverageEligibilityRequest.crus',
   'system/CoverageEligibilityResponse.rs',
   'system/AuditEvent.rs',
   'system/Subscription.cruds',

@@ -9,7 +9,8 @@ import type {
   CapabilityStatementRestSecurity,
 } from 'fhir/r4.js';
 import { ELIGIBILITY_FINAL_TOPIC } from '../checks/store/subscription-store.js';
-import { CANONICAL_BASE } from '../fhir/canonical.js';
+import { CANONICAL_BASE, canonical } from '../fhir/canonical.js';
+import { SERVICED_PARAMETER_ID } from '../mapping/conformance/search-parameters.js';
 
 export interface CapabilityFeatures {
   /** $submit, reads, search and async status of checks are served. */
@@ -134,6 +135,13 @@ const requestSearchParams: CapabilityStatementRestResourceSearchParam[] = [
     documentation: `When the check was accepted by this service (not the request's own created element). ${DATE_DOC}`,
   },
   { name: 'batch', type: 'token', documentation: BATCH_DOC },
+  {
+    name: 'serviced',
+    definition: canonical('SearchParameter', SERVICED_PARAMETER_ID),
+    type: 'date',
+    documentation:
+      "The tenant's appointments by start (eq, ge, le, gt, lt; a day is the clinic's local day); with _revinclude=CoverageEligibilityResponse:request, their booking and re-check answers (docs/previsit.md)",
+  },
 ];
 
 const SEARCH_DOC =
@@ -143,7 +151,16 @@ function checkResources(): CapabilityStatementRestResource[] {
   return [
     {
       type: 'CoverageEligibilityRequest',
-      interaction: [{ code: 'read' }, { code: 'search-type', documentation: SEARCH_DOC }],
+      interaction: [
+        { code: 'read' },
+        { code: 'search-type', documentation: SEARCH_DOC },
+        {
+          code: 'patch',
+          documentation:
+            'JSON Patch [{"op":"replace","path":"/status","value":"cancelled"}] only: cancels the request and its pending pre-visit re-check (docs/previsit.md)',
+        },
+      ],
+      searchRevInclude: ['CoverageEligibilityResponse:request'],
       searchParam: requestSearchParams,
       operation: [
         {

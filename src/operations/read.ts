@@ -2,19 +2,13 @@
  * Reads of a check: the CER (versioned, conditional read with If-None-Match) and the stored
  * request (https://hl7.org/fhir/R4/http.html#read, #cread). Another tenant's id is 404.
  */
+import type { CoverageEligibilityRequest } from 'fhir/r4.js';
 import type { CheckService } from '../checks/service.js';
 import { etagOf } from './check-answer.js';
 import { notFound } from '../fhir/outcomes.js';
 import type { FhirAnswer, FhirRequest } from './types.js';
 
 const ID = /^[A-Za-z0-9\-.]{1,64}$/;
-
-async function findCheck(req: FhirRequest, checks: CheckService, type: string) {
-  const id = req.params.id ?? '';
-  const check = ID.test(id) ? await checks.get(req.tenant.id, id) : null;
-  if (!check) throw notFound(`${type}/${id} is not known`);
-  return check;
-}
 
 /** True when an If-None-Match value names this version (weak or strong, or *). */
 function matches(ifNoneMatch: string | undefined, version: number): boolean {
@@ -98,7 +92,26 @@ export async function vreadResponse(req: FhirRequest, checks: CheckService): Pro
   };
 }
 
+/**
+ * A tenant's stored request: an appointment's (docs/previsit.md: its status as last patched; its
+ * booking answer may be a reused one, with no check of this id), else the request of the check of
+ * that id. A pre-visit re-check has no request of its own (its CER refers to its appointment's).
+ */
+export async function storedRequest(
+  checks: CheckService,
+  tenantId: string,
+  id: string,
+): Promise<CoverageEligibilityRequest | null> {
+  if (!ID.test(id)) return null;
+  const appointment = await checks.store.appointments.get(tenantId, id);
+  if (appointment) return appointment.input.request;
+  const check = await checks.get(tenantId, id);
+  return check?.request.id === id ? check.request : null;
+}
+
 export async function readRequest(req: FhirRequest, checks: CheckService): Promise<FhirAnswer> {
-  const check = await findCheck(req, checks, 'CoverageEligibilityRequest');
-  return { status: 200, body: check.request, headers: { ETag: etagOf(1) } };
+  const id = req.params.id ?? '';
+  const request = await storedRequest(checks, req.tenant.id, id);
+  if (!request) throw notFound(`CoverageEligibilityRequest/${id} is not known`);
+  return { status: 200, body: request, headers: { ETag: etagOf(1) } };
 }

@@ -186,6 +186,7 @@ describe('operations', () => {
       else if (method === 'POST' && rest === undefined) expect(codes, route).toContain('create');
       else if (method === 'DELETE' && rest === ':id') expect(codes, route).toContain('delete');
       else if (method === 'PUT' && rest === ':id') expect(codes, route).toContain('update');
+      else if (method === 'PATCH' && rest === ':id') expect(codes, route).toContain('patch');
       else if (rest?.replace(/^:id\//, '').startsWith('$'))
         expect(
           (resource?.operation ?? []).map((o) => `$${o.name}`),

@@ -490,7 +490,7 @@ describe('vread', () => {
     expect(cer.searchInclude).toEqual(['CoverageEligibilityResponse:request']);
     const req = resources.find((r) => r.type === 'CoverageEligibilityRequest')!;
     expect((req.searchParam as Array<{ name: string }>).map((p) => p.name).sort()).toEqual(
-      ['_id', 'batch', 'created', 'identifier', 'patient'].sort(),
+      ['_id', 'batch', 'created', 'identifier', 'patient', 'serviced'].sort(),
     );
   });
 });

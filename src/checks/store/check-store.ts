@@ -196,6 +196,13 @@ export interface DateRange {
 export interface SearchFilters {
   /** Check ids (= CER id = CoverageEligibilityRequest id). */
   ids?: string[][];
+  /**
+   * Stored request ids (`request=`): the check of that id, and the pre-visit re-check of the
+   * appointment of that id (docs/previsit.md), whose CER refers to the same request.
+   */
+  requests?: string[][];
+  /** Leave out pre-visit re-checks: a search of stored requests (a re-check has none of its own). */
+  ownRequestsOnly?: boolean;
   /** The patient identifier used for the check (patient_key / patient_value). */
   patient?: TokenValue[][];
   /** The request's first identifier, the idempotency key. */

@@ -21,6 +21,7 @@ import { allAdapterErrors } from '../response/adapter-errors.js';
 import { EXTENSION_IDS, OUTCOME_SYSTEM, SERVICE_CATEGORY_SYSTEM } from '../response/codes.js';
 import { conceptMaps } from './concept-maps.js';
 import { operationResources } from './operations.js';
+import { searchParameterResources } from './search-parameters.js';
 import { outcomeRules } from '../response/outcome-rules.js';
 import { serviceCategories } from '../response/vocabulary.js';
 
@@ -284,6 +285,8 @@ export function conformanceResources(): Resource[] {
     ...conceptMaps(),
     // $submit and $validate (issue 17).
     ...operationResources(common),
+    // `serviced` on CoverageEligibilityRequest (issue 26).
+    ...searchParameterResources(common),
   ];
   return built;
 }

@@ -17,6 +17,7 @@ import type { FhirAnswer, FhirRequest } from '../types.js';
 import { REQUEST_PARAMS, RESPONSE_PARAMS, parseSearch } from './params.js';
 import type { ParsedSearch } from './params.js';
 import { subsetOf } from './subset.js';
+import { searchAppointments } from './appointments.js';
 
 type SearchedType = 'CoverageEligibilityResponse' | 'CoverageEligibilityRequest';
 
@@ -65,6 +66,14 @@ async function run(
     const whole = type === 'CoverageEligibilityResponse' ? check.cer : check.request;
     const resource: FhirResource = parsed.subset ? subsetOf(whole, type, parsed.subset) : whole;
     entry.push({ fullUrl: `${baseUrl}/fhir/${type}/${check.id}`, resource, search: { mode: 'match' } });
+  }
+  if (parsed.revIncludeResponses) {
+    for (const check of page)
+      entry.push({
+        fullUrl: `${baseUrl}/fhir/CoverageEligibilityResponse/${check.id}`,
+        resource: check.cer,
+        search: { mode: 'include' },
+      });
   }
   if (parsed.includeRequest) {
     for (const check of page) {
@@ -119,7 +128,10 @@ export function searchRequests(req: FhirRequest, checks: CheckService, baseUrl: 
   const parsed = parseSearch(req, REQUEST_PARAMS, {
     type: 'CoverageEligibilityRequest',
     sortable: ['created'],
+    revInclude: 'CoverageEligibilityResponse:request',
   });
+  if (parsed.serviced) return searchAppointments(req, checks, baseUrl, parsed);
+  parsed.filters.ownRequestsOnly = true;
   // A request does not change: newest check first by default.
   if (parsed.sort.length === 0) parsed.sort = [{ field: 'created', descending: true }];
   return run(req, checks, baseUrl, 'CoverageEligibilityRequest', parsed);

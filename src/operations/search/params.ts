@@ -49,6 +49,7 @@ type Target =
   | 'created'
   | 'lastUpdated'
   | 'batch'
+  | 'serviced'
   | 'nothing';
 
 /** The search parameters of a resource type: name as written in the query (with modifier or chain) -> target. */
@@ -78,10 +79,23 @@ export const REQUEST_PARAMS: ParamTable = {
   'patient:identifier': 'patient',
   created: 'created',
   batch: 'batch',
+  serviced: 'serviced',
 };
 
+/** A `serviced` range; `local`: given without a time, so its bounds are days of the clinic's zone. */
+export type ServicedRange = DateRange & { local: boolean };
+
 /** Result parameters this service applies. */
-const RESULT_PARAMS = new Set(['_count', '_offset', '_sort', '_total', '_summary', '_elements', '_include']);
+const RESULT_PARAMS = new Set([
+  '_count',
+  '_offset',
+  '_sort',
+  '_total',
+  '_summary',
+  '_elements',
+  '_include',
+  '_revinclude',
+]);
 /** Parameters about the answer's format, handled by content negotiation: accepted, not echoed. */
 const FORMAT_PARAMS = new Set(['_format', '_pretty']);
 
@@ -103,6 +117,13 @@ export interface ParsedSearch {
   countOnly: boolean;
   /** `_include=CoverageEligibilityResponse:request`. */
   includeRequest: boolean;
+  /** `_revinclude=CoverageEligibilityResponse:request` (CoverageEligibilityRequest, docs/previsit.md). */
+  revIncludeResponses?: boolean;
+  /**
+   * `serviced=` (docs/previsit.md), ANDed: ranges of an appointment's start as dateRange reads them
+   * (a date without a time in UTC); the search moves them to the clinic's time zone.
+   */
+  serviced?: ServicedRange[];
   /** `_summary=true|data` or `_elements`: the matches reduced (subset.ts). */
   subset?: Subset;
   /** The parameters applied, for the self link (unknown ones left out). */
@@ -284,7 +305,7 @@ function applyFilter(
         .filter((v) => v !== undefined);
       // Only references to other servers' requests: nothing matches this repetition (AND).
       if (ids.length === 0) parsed.matchesNothing = true;
-      else f.ids = push(f.ids, ids);
+      else f.requests = push(f.requests, ids);
       return;
     }
     case 'patient':
@@ -322,6 +343,11 @@ function applyFilter(
     case 'lastUpdated':
       f.lastUpdated = [...(f.lastUpdated ?? []), dateRange(name, raw)];
       return;
+    case 'serviced':
+      if (!/^(eq|gt|lt|ge|le)?\d/.test(raw))
+        throw badRequest(`${name}: the prefixes served are eq, gt, lt, ge and le`, name);
+      parsed.serviced = [...(parsed.serviced ?? []), { ...dateRange(name, raw), local: !raw.includes('T') }];
+      return;
     case 'batch':
       parsed.batches = push(
         parsed.batches,
@@ -341,6 +367,8 @@ export interface SearchOptions {
   type: SubsetType;
   /** The `_include` value served, if any. */
   include?: string;
+  /** The `_revinclude` value served, if any. */
+  revInclude?: string;
   sortable: readonly SearchSort['field'][];
   /** This service's base URL: an absolute reference is local only under `${baseUrl}/fhir/`. */
   baseUrl?: string;
@@ -466,5 +494,12 @@ function applyResult(
         return;
       }
       return unsupported(name, `only ${options.include ?? 'no _include'} is supported`);
+    case '_revinclude':
+      if (options.revInclude !== undefined && raw === options.revInclude) {
+        parsed.revIncludeResponses = true;
+        used.set(name, raw);
+        return;
+      }
+      return unsupported(name, `only ${options.revInclude ?? 'no _revinclude'} is supported`);
   }
 }

@@ -1,0 +1,92 @@
+/**
+ * GET /fhir/CoverageEligibilityRequest?serviced=... (docs/previsit.md): the tenant's appointments
+ * by their start, a day being the clinic's local day (the tenant's timeZone), oldest start first;
+ * `_revinclude=CoverageEligibilityResponse:request` adds the CERs of each (booking and re-check).
+ * https://hl7.org/fhir/R4/search.html#date (prefixes), #revinclude.
+ */
+import type { Bundle, BundleEntry, FhirResource } from 'fhir/r4.js';
+import type { CheckService } from '../../checks/service.js';
+import { zonedTime } from '../../checks/previsit.js';
+import type { DateRange } from '../../checks/store/check-store.js';
+import { badRequest } from '../../fhir/outcomes.js';
+import type { FhirAnswer, FhirRequest } from '../types.js';
+import type { ParsedSearch, ServicedRange } from './params.js';
+
+/** The most appointments one `serviced` search reads (a clinic's day is far fewer). */
+const MAX_APPOINTMENTS = 1000;
+
+/** A bound read as UTC wall-clock time, moved to the same wall-clock time in the zone. */
+function inZone(at: number, timeZone: string): number {
+  const d = new Date(at);
+  const wall = zonedTime(
+    timeZone,
+    d.getUTCFullYear(),
+    d.getUTCMonth() + 1,
+    d.getUTCDate(),
+    d.getUTCHours(),
+    d.getUTCMinutes(),
+  );
+  return wall + d.getUTCSeconds() * 1000 + d.getUTCMilliseconds();
+}
+
+function localRange(range: ServicedRange, timeZone: string): DateRange {
+  if (!range.local)
+    return {
+      ...(range.from === undefined ? {} : { from: range.from }),
+      ...(range.before === undefined ? {} : { before: range.before }),
+    };
+  return {
+    ...(range.from === undefined ? {} : { from: inZone(range.from, timeZone) }),
+    ...(range.before === undefined ? {} : { before: inZone(range.before, timeZone) }),
+  };
+}
+
+export async function searchAppointments(
+  req: FhirRequest,
+  checks: CheckService,
+  baseUrl: string,
+  parsed: ParsedSearch,
+): Promise<FhirAnswer> {
+  const other = Object.keys(parsed.filters)[0] ?? (parsed.batches ? 'batch' : undefined);
+  if (other !== undefined)
+    throw badRequest('serviced is searched alone (with _count, _offset and _revinclude)', 'serviced');
+  const { timeZone } = checks.previsitSettings(req.tenant);
+  const ranges = (parsed.serviced ?? []).map((range) => localRange(range, timeZone));
+  const found = await checks.store.appointments.search(req.tenant.id, ranges, MAX_APPOINTMENTS);
+  const page = found.slice(parsed.offset, parsed.offset + parsed.count);
+  const entry: BundleEntry<FhirResource>[] = page.map((appointment) => ({
+    fullUrl: `${baseUrl}/fhir/CoverageEligibilityRequest/${appointment.id}`,
+    resource: appointment.input.request,
+    search: { mode: 'match' },
+  }));
+  if (parsed.revIncludeResponses) {
+    for (const appointment of page) {
+      for (const id of [appointment.bookingCheckId, appointment.recheckId]) {
+        const check = id === null ? null : await checks.get(req.tenant.id, id);
+        if (check)
+          entry.push({
+            fullUrl: `${baseUrl}/fhir/CoverageEligibilityResponse/${check.id}`,
+            resource: check.cer,
+            search: { mode: 'include' },
+          });
+      }
+    }
+  }
+  const url = (at: number) => {
+    const params = new URLSearchParams(parsed.used);
+    params.set('_count', String(parsed.count));
+    if (at > 0) params.set('_offset', String(at));
+    return `${baseUrl}/fhir/CoverageEligibilityRequest?${params.toString()}`;
+  };
+  const link = [{ relation: 'self', url: url(parsed.offset) }];
+  if (parsed.offset + page.length < found.length)
+    link.push({ relation: 'next', url: url(parsed.offset + parsed.count) });
+  const bundle: Bundle = {
+    resourceType: 'Bundle',
+    type: 'searchset',
+    total: found.length,
+    link,
+    ...(entry.length ? { entry } : {}),
+  };
+  return { status: 200, body: bundle };
+}
