@@ -281,7 +281,7 @@ describe('the summary of a CER', () => {
     expect(markdown).toContain('- Laboratory (Outpatient): 10% of the fee, no maximum given by the portal');
     const xhtml = summaryXhtml([{ lines: [{ ...summaries[0]!.lines[0]!, sentence: 'A <b> & "c"' }] }]);
     expect(xhtml).toBe(
-      '<div class="visit-summary"><h2>What to collect</h2><ul><li>A &lt;b&gt; &amp; &quot;c&quot;</li></ul></div>',
+      '<div><h2>What to collect</h2><ul><li>A &lt;b&gt; &amp; &quot;c&quot;</li></ul></div>',
     );
   });
 });

@@ -370,14 +370,15 @@ export function summaryMarkdown(summaries: readonly VisitSummary[]): string {
 
 /**
  * The summary as FHIR XHTML (https://hl7.org/fhir/R4/narrative.html), the narrative's first
- * block: per coverage `<div class="visit-summary"><h2>What to collect</h2><ul><li>sentence</li>...</ul></div>`.
+ * block: per coverage `<div><h2>What to collect</h2><ul><li>sentence</li>...</ul></div>` (no
+ * attribute: the page and the narrative's rules allow none but links' href).
  * Every text is escaped (escapeXml): no markup comes from the portal.
  */
 export function summaryXhtml(summaries: readonly VisitSummary[]): string {
   return summaries
     .map((summary) => {
       const items = summary.lines.map((line) => `<li>${escapeXml(line.sentence)}</li>`).join('');
-      return `<div class="visit-summary"><h2>${escapeXml(headingOf(summary, summaries.length > 1))}</h2><ul>${items}</ul></div>`;
+      return `<div><h2>${escapeXml(headingOf(summary, summaries.length > 1))}</h2><ul>${items}</ul></div>`;
     })
     .join('');
 }
