@@ -104,7 +104,8 @@ describe('the front-desk page', () => {
     const { page } = await open();
     await signIn(page, harness.url, TENANT_A_KEY);
     const text = await runCheck(page, '784-1990-0000001-1');
-    expect(text).toMatch(/^Eligibility result\s+Eligible\b/);
+    // The narrative starts with the visit summary (issue 28), then the outcome.
+    expect(text).toMatch(/^Eligibility result\s+What to collect\s[\s\S]*?\bEligible\b/);
     expect(text).toContain('A GP referral is required for specialist visits');
     const result = page.getByRole('region', { name: 'Eligibility result' });
     expect(await result.locator('table tbody tr').count()).toBeGreaterThan(1);
@@ -160,7 +161,7 @@ describe('the front-desk page', () => {
     const { page } = await open();
     await signIn(page, harness.url, TENANT_A_KEY);
     const text = await runCheck(page, '784-1990-0000031-1', '*');
-    expect(text).toMatch(/^Eligibility result\s+Eligible at 2 payers\b/);
+    expect(text).toMatch(/^Eligibility result\s+What to collect \([\s\S]*?\bEligible at 2 payers\b/);
     expect(text.match(/Payer: /g)?.length).toBe(2);
   });
 
@@ -322,6 +323,8 @@ describe('the narrative as XHTML', () => {
         'div',
         'p',
         'b',
+        'h2',
+        'h3',
         'ul',
         'li',
         'table',

@@ -55,12 +55,35 @@ function joinName(...parts: (string | null | undefined)[]): string | undefined {
   return unique.length > 0 ? unique.join(' - ') : undefined;
 }
 
+/**
+ * A value the upstream leaves open, as people read it: an object's keys as words
+ * (`{"annual_limit":"AED 15,000"}` -> `annual limit AED 15,000`), a list joined with commas.
+ */
+function plainText(value: unknown, depth = 0): string {
+  if (value === null || value === undefined) return '';
+  if (typeof value === 'string') return value;
+  if (typeof value === 'number' || typeof value === 'boolean') return String(value);
+  if (typeof value !== 'object') return '';
+  // The envelope's nesting is bounded at the edge; this bound only keeps the text short.
+  if (depth > 3) return '';
+  if (Array.isArray(value))
+    return value
+      .map((v) => plainText(v, depth + 1))
+      .filter(Boolean)
+      .join(', ');
+  return Object.entries(value)
+    .map(([key, v]) => {
+      const text = plainText(v, depth + 1);
+      return text ? `${key.replace(/_/g, ' ')} ${text}` : '';
+    })
+    .filter(Boolean)
+    .join(', ');
+}
+
 /** Text of a value the upstream leaves open (conditions, limits: "null or value"). */
 function describe(label: string, value: unknown): string | undefined {
-  if (value === null || value === undefined) return undefined;
-  const text = typeof value === 'string' ? value : JSON.stringify(value);
-  const clean = fhirText(text);
-  return clean && clean !== '{}' && clean !== '[]' ? `${label}: ${clean}` : undefined;
+  const clean = fhirText(plainText(value));
+  return clean ? `${label}: ${clean}` : undefined;
 }
 
 function costSharingFigures(c: CostSharing, currency: string | null | undefined): Figures {
