@@ -1,9 +1,13 @@
 /**
- * Shows a CER's narrative (FHIR XHTML built by the service, its text escaped there) as new DOM
+ * Parts of a CER's narrative (FHIR XHTML built by the service, its text escaped there) as new DOM
  * nodes: the XHTML is parsed with the browser's XML parser and copied element by element, only
- * the formatting elements FHIR narrative allows and no attribute at all, so nothing in it can run
- * or load. Links become plain text: documents are opened with the key from the list beside it.
+ * the formatting elements FHIR narrative allows and no attribute of its own, so nothing in it can
+ * run or load. Links become plain text: documents are opened with the key from the list beside it.
+ * The page takes the visit summary and the benefits table from it (one source with what an EHR
+ * shows); the rest of the result it writes itself from the structured CER (result.js).
  */
+import { clean } from './dom.js';
+
 const ALLOWED = new Set([
   'p',
   'b',
@@ -28,7 +32,7 @@ const XHTML = 'http://www.w3.org/1999/xhtml';
 function copy(node, into) {
   for (const child of node.childNodes) {
     if (child.nodeType === Node.TEXT_NODE) {
-      into.append(document.createTextNode(child.nodeValue ?? ''));
+      into.append(document.createTextNode(clean(child.nodeValue)));
     } else if (child.nodeType === Node.ELEMENT_NODE && child.namespaceURI === XHTML) {
       const name = child.localName;
       if (ALLOWED.has(name)) {
@@ -36,27 +40,18 @@ function copy(node, into) {
         // Arabic and other right-to-left text reads correctly inside this left-to-right page.
         if (['p', 'li', 'td', 'th'].includes(name)) element.dir = 'auto';
         copy(child, element);
-        if (name === 'table') {
-          const scroller = document.createElement('div');
-          scroller.className = 'table-scroll';
-          scroller.tabIndex = 0;
-          scroller.setAttribute('role', 'region');
-          scroller.setAttribute('aria-label', 'Benefits by service category');
-          scroller.append(element);
-          into.append(scroller);
-        } else into.append(element);
+        into.append(element);
       } else {
         // Not a formatting element (a link, or anything unexpected): its text only.
-        into.append(document.createTextNode(child.textContent ?? ''));
+        into.append(document.createTextNode(clean(child.textContent)));
       }
     }
   }
 }
 
-/** Replaces `target`'s content with the narrative; false when it is not well-formed XHTML. */
-export function showNarrative(target, div) {
-  target.replaceChildren();
-  if (typeof div !== 'string') return false;
+/** The narrative's root div, parsed; null when it is not well-formed XHTML. */
+function parse(div) {
+  if (typeof div !== 'string') return null;
   const parsed = new DOMParser().parseFromString(div, 'application/xhtml+xml');
   const root = parsed.documentElement;
   if (
@@ -64,10 +59,46 @@ export function showNarrative(target, div) {
     root.localName !== 'div' ||
     root.namespaceURI !== XHTML
   ) {
-    return false;
+    return null;
   }
+  return root;
+}
+
+/** Replaces `target`'s content with the narrative; false when it is not well-formed XHTML. */
+export function showNarrative(target, div) {
+  target.replaceChildren();
+  const root = parse(div);
+  if (!root) return false;
   copy(root, target);
   return true;
+}
+
+/**
+ * A copied table that reads on any width: every cell carries its column's name (data-label), so
+ * on a narrow screen each row becomes a card of `name: value` lines (style.css) instead of a table
+ * wider than the screen; empty cells are left out there.
+ */
+function benefitsTable(source) {
+  const holder = document.createElement('div');
+  copy({ childNodes: [source] }, holder);
+  const table = holder.firstElementChild;
+  const names = Array.from(table.querySelectorAll('thead th'), (th) => th.textContent.trim());
+  for (const th of table.querySelectorAll('thead th')) th.scope = 'col';
+  for (const row of table.querySelectorAll('tbody tr')) {
+    Array.from(row.children).forEach((cell, i) => {
+      if (names[i]) cell.dataset.label = names[i];
+      if (cell.textContent.trim() === '') cell.classList.add('empty');
+    });
+  }
+  table.className = 'benefits';
+  return table;
+}
+
+/** The narrative's benefits tables, copied and ready to show (none when it has none). */
+export function benefitTables(div) {
+  const root = parse(div);
+  if (!root) return [];
+  return Array.from(root.getElementsByTagNameNS(XHTML, 'table'), benefitsTable);
 }
 
 /** The first bold text of a narrative: the outcome in words (Eligible, Not eligible, ...). */
@@ -75,4 +106,20 @@ export function headlineOf(div) {
   if (typeof div !== 'string') return '';
   const parsed = new DOMParser().parseFromString(div, 'application/xhtml+xml');
   return parsed.getElementsByTagNameNS(XHTML, 'b')[0]?.textContent ?? '';
+}
+
+/**
+ * The visit summary at the top of a found member's narrative (what the patient pays for this
+ * visit, one sentence per category), copied; null when the narrative has none.
+ */
+export function visitSummary(div) {
+  const root = parse(div);
+  if (!root) return null;
+  const title = Array.from(root.children).find((e) => /^(Visit summary|This visit)\b/.test(e.textContent));
+  const list = title?.nextElementSibling;
+  if (!list || list.localName !== 'ul') return null;
+  const holder = document.createElement('div');
+  copy({ childNodes: [list] }, holder);
+  holder.firstElementChild.className = 'summary';
+  return holder.firstElementChild;
 }

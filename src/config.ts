@@ -31,6 +31,21 @@ export interface Tenant {
   reuseWindowMinutes?: number;
   /** SMART Backend Services clients of the tenant (docs/auth.md); absent = none. */
   smartClients?: SmartClient[];
+  /** The clinic's IANA time zone, for times shown to people (the front-desk page); absent = DEFAULT_TIME_ZONE. */
+  timeZone?: string;
+}
+
+/** The time zone of a tenant that does not set one: the UAE's. */
+export const DEFAULT_TIME_ZONE = 'Asia/Dubai';
+
+/** True for an IANA time zone name this runtime knows (`Asia/Dubai`, `UTC`). */
+export function isTimeZone(value: string): boolean {
+  try {
+    new Intl.DateTimeFormat('en', { timeZone: value });
+    return true;
+  } catch {
+    return false;
+  }
 }
 
 /**
@@ -264,6 +279,10 @@ const tenantsSchema = (env: NodeJS.ProcessEnv) =>
           subscriptionEndpoints: z.array(subscriptionEndpoint).max(50).optional(),
           reuseWindowMinutes: z.number().int().min(0).max(10_080).default(DEFAULT_REUSE_WINDOW_MINUTES),
           smartClients: z.array(smartClientSchema).default([]),
+          timeZone: z
+            .string()
+            .refine(isTimeZone, 'timeZone must be an IANA time zone such as Asia/Dubai')
+            .optional(),
         }),
       )
       .min(1),
@@ -307,6 +326,7 @@ function loadTenants(file: string, env: NodeJS.ProcessEnv): Tenant[] {
       maxInFlight: t.maxInFlight,
       ...(t.subscriptionEndpoints ? { subscriptionEndpoints: t.subscriptionEndpoints } : {}),
       reuseWindowMinutes: t.reuseWindowMinutes,
+      ...(t.timeZone ? { timeZone: t.timeZone } : {}),
       ...(t.smartClients.length > 0
         ? {
             smartClients: t.smartClients.map((c) => ({
