@@ -108,18 +108,24 @@ export function headlineOf(div) {
   return parsed.getElementsByTagNameNS(XHTML, 'b')[0]?.textContent ?? '';
 }
 
+/** The heading the narrative puts above each visit summary list (one per coverage in force). */
+const SUMMARY_HEADING = /^What to collect\b/;
+
 /**
- * The visit summary at the top of a found member's narrative (what the patient pays for this
- * visit, one sentence per category), copied; null when the narrative has none.
+ * The visit summaries at the top of a found member's narrative (what the patient pays for this
+ * visit, one sentence per category), each as its heading and list, copied; [] when it has none.
  */
-export function visitSummary(div) {
+export function visitSummaries(div) {
   const root = parse(div);
-  if (!root) return null;
-  const title = Array.from(root.children).find((e) => /^(Visit summary|This visit)\b/.test(e.textContent));
-  const list = title?.nextElementSibling;
-  if (!list || list.localName !== 'ul') return null;
-  const holder = document.createElement('div');
-  copy({ childNodes: [list] }, holder);
-  holder.firstElementChild.className = 'summary';
-  return holder.firstElementChild;
+  if (!root) return [];
+  return Array.from(root.getElementsByTagNameNS(XHTML, 'ul'))
+    .filter((list) => SUMMARY_HEADING.test(list.previousElementSibling?.textContent?.trim() ?? ''))
+    .flatMap((list) => {
+      const heading = document.createElement('h3');
+      heading.textContent = clean(list.previousElementSibling.textContent.trim());
+      const holder = document.createElement('div');
+      copy({ childNodes: [list] }, holder);
+      holder.firstElementChild.className = 'summary';
+      return [heading, holder.firstElementChild];
+    });
 }

@@ -10,7 +10,7 @@
 import { call, outcomeText } from './api.js';
 import { when } from './clock.js';
 import { $, bdi, clean, el } from './dom.js';
-import { benefitTables, visitSummary } from './narrative.js';
+import { benefitTables, visitSummaries } from './narrative.js';
 
 const byName = (list, name) => (list ?? []).filter((e) => e.url?.endsWith(`/${name}`));
 
@@ -319,8 +319,7 @@ export async function estimate(cerId, fee, category) {
 export function renderResult(cer, { onOpen }) {
   const found = canEstimate(cer);
   $('outcome').replaceChildren(...headline(cer));
-  const summary = found ? visitSummary(cer.text?.div) : null;
-  $('summary').replaceChildren(...(summary ? [el('h3', { text: 'This visit' }), summary] : []));
+  $('summary').replaceChildren(...(found ? visitSummaries(cer.text?.div) : []));
   $('estimate-form').hidden = !found;
   $('share').hidden = true;
   $('share').replaceChildren();

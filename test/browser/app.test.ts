@@ -315,6 +315,9 @@ describe('what to collect: the result a receptionist reads', () => {
       // The outcome once: no `Eligible: yes`, no second headline.
       expect(text.match(/\beligible\b/gi)?.length).toBe(1);
       expect(text).toMatch(/Member id\s+DAMAN-/);
+      // A structured note of the portal in words, never raw JSON.
+      expect(text).toContain('Limits: annual limit AED 15,000');
+      expect(text).not.toMatch(/[{}]/);
       expect(text).toMatch(/Eligibility id\s+ELG-/);
       expect(await result.getByLabel('Fee (AED)').isVisible()).toBe(true);
       expect(await result.locator('table.benefits tbody tr').count()).toBeGreaterThan(1);

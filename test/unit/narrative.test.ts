@@ -149,7 +149,7 @@ describe('the narrative of each outcome', () => {
       '',
       'Nil',
       '',
-      'Coinsurance: 5%; Prior approval needed above AED 1000; Conditions: MRI and CT need prior approval; Limits: {"annual_limit":"AED 5000"}',
+      'Coinsurance: 5%; Prior approval needed above AED 1000; Conditions: MRI and CT need prior approval; Limits: annual limit AED 5000',
     ]);
     // Deductibles, with their currency.
     expect(body.find((r) => r[0] === 'PHYSIOTHERAPY (GN)')).toEqual([

@@ -56,11 +56,27 @@ function joinName(...parts: (string | null | undefined)[]): string | undefined {
 }
 
 /** Text of a value the upstream leaves open (conditions, limits: "null or value"). */
+/**
+ * A value the portal gives as text or as a structure, in words: `{"annual_limit":"AED 15,000"}`
+ * reads `annual limit AED 15,000`, a list its entries joined with commas. Never raw JSON: the
+ * description is read by people (the narrative, the front-desk page).
+ */
+function inWords(value: unknown): string {
+  if (typeof value === 'string') return value;
+  if (typeof value === 'number' || typeof value === 'boolean') return String(value);
+  if (value === null || typeof value !== 'object') return '';
+  const parts = Array.isArray(value)
+    ? value.map(inWords)
+    : Object.entries(value).map(([key, entry]) => {
+        const words = inWords(entry);
+        return words ? `${key.replace(/_/g, ' ')} ${words}` : '';
+      });
+  return parts.filter((p) => p !== '').join(', ');
+}
+
 function describe(label: string, value: unknown): string | undefined {
-  if (value === null || value === undefined) return undefined;
-  const text = typeof value === 'string' ? value : JSON.stringify(value);
-  const clean = fhirText(text);
-  return clean && clean !== '{}' && clean !== '[]' ? `${label}: ${clean}` : undefined;
+  const clean = fhirText(inWords(value));
+  return clean ? `${label}: ${clean}` : undefined;
 }
 
 function costSharingFigures(c: CostSharing, currency: string | null | undefined): Figures {
