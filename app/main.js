@@ -201,6 +201,8 @@ function show(cer, etag, path) {
   }
   progress(`Done: ${outcomeWords(cer)}.`);
   showResult(cer, lastCheck?.id === cer.id ? lastCheck.visitType : undefined);
+  // The answer is what the desk reads next: brought into view, the focus left where it was.
+  $('result').scrollIntoView({ block: 'start' });
   void loadRecent();
 }
 
