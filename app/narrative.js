@@ -94,18 +94,33 @@ function benefitsTable(source) {
   return table;
 }
 
-/** The narrative's benefits tables, copied and ready to show (none when it has none). */
+/** A coverage's facts list in the narrative: the list that says `Eligible: yes|no|not determined`. */
+const isCoverageFacts = (element) =>
+  element.localName === 'ul' &&
+  Array.from(element.children).some((li) => /^Eligible: /.test(li.textContent ?? ''));
+
+/**
+ * The narrative's benefits tables per coverage (in `insurance` order), each under the name of the
+ * portal block it holds (`Outpatient benefits`, ...), copied and ready to show: [[heading, table,
+ * ...], ...]. A coverage not in force has none. Tables before any coverage go with the first.
+ */
 export function benefitTables(div) {
   const root = parse(div);
   if (!root) return [];
-  return Array.from(root.getElementsByTagNameNS(XHTML, 'table'), benefitsTable);
-}
-
-/** The first bold text of a narrative: the outcome in words (Eligible, Not eligible, ...). */
-export function headlineOf(div) {
-  if (typeof div !== 'string') return '';
-  const parsed = new DOMParser().parseFromString(div, 'application/xhtml+xml');
-  return parsed.getElementsByTagNameNS(XHTML, 'b')[0]?.textContent ?? '';
+  const groups = [];
+  let heading = null;
+  for (const child of Array.from(root.children)) {
+    if (isCoverageFacts(child)) groups.push([]);
+    else if (child.localName === 'h3') heading = child.textContent.trim();
+    else if (child.localName === 'table') {
+      if (groups.length === 0) groups.push([]);
+      const group = groups[groups.length - 1];
+      if (heading) group.push(Object.assign(document.createElement('h4'), { textContent: clean(heading) }));
+      group.push(benefitsTable(child));
+      heading = null;
+    }
+  }
+  return groups;
 }
 
 /** The heading the narrative puts above each visit summary list (one per coverage in force). */
@@ -128,4 +143,11 @@ export function visitSummaries(div) {
       holder.firstElementChild.className = 'summary';
       return [heading, holder.firstElementChild];
     });
+}
+
+/** The first bold text of a narrative: the outcome in words (Eligible, Not eligible, ...). */
+export function headlineOf(div) {
+  if (typeof div !== 'string') return '';
+  const parsed = new DOMParser().parseFromString(div, 'application/xhtml+xml');
+  return parsed.getElementsByTagNameNS(XHTML, 'b')[0]?.textContent ?? '';
 }

@@ -326,9 +326,7 @@ export function renderResult(cer, { onOpen }) {
   $('fee').value = '';
   const insurance = cer.insurance ?? [];
   const tables = benefitTables(cer.text?.div);
-  // One table list per coverage when the narrative has one per coverage; else all under the first.
-  const tablesFor = (i) => (tables.length === insurance.length ? [tables[i]] : i === 0 ? tables : []);
-  $('coverages').replaceChildren(...insurance.map((ins, i) => coverageSection(cer, ins, tablesFor(i))));
+  $('coverages').replaceChildren(...insurance.map((ins, i) => coverageSection(cer, ins, tables[i] ?? [])));
   $('messages').replaceChildren(...messages(cer));
   $('documents').replaceChildren(...documents(cer, onOpen));
   $('checked').textContent = cer.outcome === 'queued' ? '' : `Checked: ${when(cer.created)}`;

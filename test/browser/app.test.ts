@@ -488,6 +488,8 @@ describe('the narrative as XHTML', () => {
         'div',
         'p',
         'b',
+        'h2',
+        'h3',
         'ul',
         'li',
         'table',

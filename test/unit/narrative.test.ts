@@ -60,9 +60,17 @@ function textOf(cer: CoverageEligibilityResponse): string {
     .replace(/\s+/g, ' ');
 }
 
-/** The narrative's tables as rows of cell texts (header row first), entities read back. */
-function tableOf(cer: CoverageEligibilityResponse): string[][] {
+/** The narrative's tables by block title, each as rows of cell texts (header row first). */
+function blocksOf(cer: CoverageEligibilityResponse): Map<string, string[][]> {
   const div = cer.text?.div ?? '';
+  const blocks = new Map<string, string[][]>();
+  for (const [, title, table] of div.matchAll(/<h3>(.*?)<\/h3><table>(.*?)<\/table>/g))
+    blocks.set(title ?? '', tableOf(table ?? ''));
+  return blocks;
+}
+
+/** The rows of a table (or of all tables) as cell texts (header row first), entities read back. */
+function tableOf(div: string): string[][] {
   return [...div.matchAll(/<tr>(.*?)<\/tr>/g)].map((tr) =>
     [...(tr[1] ?? '').matchAll(/<t[hd]>(.*?)<\/t[hd]>/g)].map((cell) =>
       (cell[1] ?? '')
@@ -83,7 +91,24 @@ function expectNarrativeRules(cer: CoverageEligibilityResponse): void {
   expect(div.endsWith('</div>')).toBe(true);
   const tags = [...div.matchAll(/<\/?([a-z0-9]+)/g)].map((m) => m[1]);
   for (const tag of tags)
-    expect(['div', 'p', 'b', 'ul', 'li', 'table', 'thead', 'tbody', 'tr', 'th', 'td', 'a']).toContain(tag);
+    expect([
+      'div',
+      'p',
+      'b',
+      'h2',
+      'h3',
+      'ul',
+      'li',
+      'table',
+      'thead',
+      'tbody',
+      'tr',
+      'th',
+      'td',
+      'a',
+    ]).toContain(tag);
+  // The only attributes: the xhtml namespace and the documents' links.
+  for (const [, name] of div.matchAll(/\s([a-z-]+)="/g)) expect(['xmlns', 'href']).toContain(name);
   expect(div).not.toMatch(/<[^>]*\son[a-z]+=/i);
   // Only the XML entities: no &nbsp; and the like.
   for (const entity of div.match(/&[^;\s]*;/g) ?? [])
@@ -95,11 +120,15 @@ function expectNarrativeRules(cer: CoverageEligibilityResponse): void {
 }
 
 describe('the narrative of each outcome', () => {
-  it('eligible: the word first, payer, plan, network, period, one row per category, GP rule, warnings, checked', () => {
+  it('eligible: the visit summary first, then the word, payer, plan, network, period, the tables per block, GP rule, warnings, checked', () => {
     const cer = map('found-eligible-rich');
     expectNarrativeRules(cer);
     const text = textOf(cer);
-    expect(text.trim().startsWith('Eligible ')).toBe(true);
+    expect(cer.text?.div).toMatch(
+      /^<div xmlns="http:\/\/www.w3.org\/1999\/xhtml"><div><h2>What to collect<\/h2><ul><li>/,
+    );
+    expect(text.trim().startsWith('What to collect Consultation (Outpatient, In-Network): ')).toBe(true);
+    expect(text).toContain(' Eligible ');
     expect(text).toMatch(/Payer: \S/);
     expect(text).toMatch(/Plan: \S/);
     expect(text).toMatch(/Network: \S/);
@@ -108,10 +137,16 @@ describe('the narrative of each outcome', () => {
       'A GP referral is required for specialist visits (payer portal: is_gatekeeper = "Yes")',
     );
     expect(text).toContain('Checked: 2026-11-22 10:00 UTC');
-    const rows = (cer.text?.div.match(/<tr>/g) ?? []).length;
-    expect(rows).toBe((cer.insurance?.[0]?.item?.length ?? 0) + 1);
-    // The cells themselves: dropping or moving a column fails here.
-    const [head, ...body] = tableOf(cer);
+    // One table per portal block, in the portal's order, each under its name.
+    const blocks = blocksOf(cer);
+    expect([...blocks.keys()]).toEqual([
+      'Outpatient benefits',
+      'Maternity benefits',
+      'Specialization benefits',
+      'Other benefits (no block named by the portal)',
+    ]);
+    const outpatient = blocks.get('Outpatient benefits') ?? [];
+    const [head, ...body] = outpatient;
     expect(head).toEqual([
       'Service category',
       'Coverage',
@@ -121,18 +156,19 @@ describe('the narrative of each outcome', () => {
       'Currency',
       'Notes',
     ]);
+    // The cells themselves: dropping or moving a column fails here; the maximum with its scope.
     expect(body[0]).toEqual([
       'Consultation (In-Network)',
       'Covered',
       '20%',
       '50',
-      '100',
+      '100 (per claim)',
       'AED',
       'Specialist consultation requires GP referral; Qualifiers: GP, Specialist; A GP referral is required for specialist visits',
     ]);
-    // The aggregate cap and coinsurance (benefits without a column of their own).
+    // The analysis entry and the form block's LAB state one fact: one row, with the form's network.
     expect(body[1]).toEqual([
-      'Laboratory',
+      'Laboratory (GN)',
       'Covered',
       '12.5%',
       '',
@@ -140,38 +176,52 @@ describe('the narrative of each outcome', () => {
       'AED',
       'Coinsurance: 10%; Copay cap: AED 500 per year',
     ]);
-    expect(body[3]).toEqual(['Dental', 'Not covered', '', '', '', '', 'Dental is excluded from this plan']);
-    // The item's conditions and limits; no currency where no amount is money.
-    expect(body[5]).toEqual([
+    expect(body.filter((r) => /^(LAB|Laboratory) \(GN\)$/.test(r[0] ?? ''))).toHaveLength(1);
+    // Deductibles: a per-visit one with its currency; a 0 deductible says nothing and is left out.
+    expect(body.find((r) => r[0] === 'PROCEDURE (GN)')?.[6]).toBe('Deductible (per visit): 25 AED');
+    expect(body.find((r) => r[0] === 'PHYSIOTHERAPY (GN)')?.[6]).toBe(
+      'Deductible (per visit): 10%; Deductible maximum: 500 AED',
+    );
+    expect(body.find((r) => r[0] === 'Pharmacy (GN)')?.[6]).toBe('Deductible (legacy form): Nil');
+    // A maximum given as 0, "Nil" or not at all beside a percentage never reads as a 0.
+    const other = blocks.get('Other benefits (no block named by the portal)') ?? [];
+    expect(other.find((r) => r[0] === 'Radiology (X-Ray, CT, MRI)')).toEqual([
       'Radiology (X-Ray, CT, MRI)',
       'Covered',
       '30%',
       '',
-      'Nil',
+      'none given by the portal',
       '',
       'Coinsurance: 5%; Prior approval needed above AED 1000; Conditions: MRI and CT need prior approval; Limits: annual limit AED 5000',
     ]);
-    // Deductibles, with their currency.
-    expect(body.find((r) => r[0] === 'PHYSIOTHERAPY (GN)')).toEqual([
-      'PHYSIOTHERAPY (GN)',
+    expect(other.find((r) => r[0] === 'Dental')).toEqual([
+      'Dental',
+      'Not covered',
       '',
-      '20%',
       '',
-      '150',
-      'AED',
-      'Deductible: 10%; Deductible maximum: 500 AED',
+      '',
+      '',
+      'Dental is excluded from this plan',
     ]);
-    expect(body.find((r) => r[0] === 'MEDICINES (GN)')?.[6]).toBe(
-      'Deductible: 0 AED; Deductible (legacy form): Nil',
-    );
+    expect(blocks.get('Maternity benefits')?.[1]).toEqual([
+      'CONSULTATION (GN)',
+      '',
+      '10%',
+      '',
+      'none given by the portal',
+      '',
+      '',
+    ]);
     for (const ext of cer.extension ?? []) {
       const message = ext.extension?.find((e) => e.url === 'message')?.valueString;
       if (message) expect(text).toContain(`from the payer portal: "${message}"`);
     }
-    // The order of the issue: outcome, policy, table, GP rule, warnings, checked.
+    // The order of the issue: summary, outcome, policy, tables, GP rule, warnings, checked.
     const order = [
+      'What to collect',
       'Eligible',
       'Payer:',
+      'Outpatient benefits',
       'Service category',
       'GP referral',
       'from the payer portal',
@@ -186,12 +236,65 @@ describe('the narrative of each outcome', () => {
     }
   });
 
+  it('eligible (sandbox): each fact once per block, no maximum 0, the summary of the categories asked', () => {
+    const envelope = envelopeSchema.parse(
+      JSON.parse(readFileSync(new URL('../fixtures/upstream/found-eligible.json', import.meta.url), 'utf8')),
+    );
+    const asked = ctx();
+    asked.request.item = [
+      {
+        category: {
+          coding: [{ system: 'http://terminology.hl7.org/CodeSystem/ex-benefitcategory', code: '3' }],
+        },
+      },
+      {
+        category: {
+          coding: [{ system: `${CANONICAL_BASE}/CodeSystem/service-category`, code: 'physiotherapy' }],
+        },
+      },
+      {
+        category: {
+          coding: [{ system: 'http://terminology.hl7.org/CodeSystem/ex-benefitcategory', code: '35' }],
+        },
+      },
+    ];
+    const cer = mapEnvelope(envelope, asked);
+    expectNarrativeRules(cer);
+    const summary = /<div>(.*?)<\/div>/.exec(cer.text?.div ?? '')?.[1];
+    expect(summary).toBe(
+      '<h2>What to collect</h2><ul>' +
+        '<li>Consultation (Outpatient, GN+): 20% of the fee, at most AED 50 per visit; yearly cap on copays: AED 500 per year</li>' +
+        '<li>Physiotherapy (Outpatient): AED 25 per visit</li>' +
+        '<li>Dental: not covered</li></ul>',
+    );
+    const blocks = blocksOf(cer);
+    for (const [title, [, ...rows]] of blocks) {
+      const facts = rows.map((r) => r.slice(0, 6).join('|'));
+      expect(new Set(facts).size, title).toBe(facts.length);
+      // No maximum of 0 anywhere: "none given by the portal" beside a percentage instead.
+      for (const row of rows) expect(row[4], `${title}: ${row[0]}`).not.toBe('0');
+    }
+    const outpatient = blocks.get('Outpatient benefits') ?? [];
+    expect(outpatient.find((r) => r[0] === 'Physiotherapy (GN+)')?.slice(1, 6)).toEqual([
+      'Covered',
+      '',
+      '25',
+      '',
+      'AED',
+    ]);
+    expect(outpatient.find((r) => r[0] === 'RADIOLOGY (GN+)')?.[4]).toBe('none given by the portal');
+    expect(textOf(cer)).not.toContain('{"');
+  });
+
   it('not eligible: says so with the payer reason', () => {
     const cer = map('found-not-eligible');
     expectNarrativeRules(cer);
     const text = textOf(cer).trim();
     expect(text.startsWith('Not eligible ')).toBe(true);
     expect(text).toContain('Policy lapsed on 2026-10-31; renewal not received');
+    // Why, not a table of "Covered" nor a summary of what to collect.
+    expect(cer.text?.div).not.toContain('<table>');
+    expect(text).not.toContain('What to collect');
     expect(text).toContain(
       'The payer portal did not say whether a GP referral is required (is_gatekeeper = "Not Mentioned")',
     );
@@ -249,7 +352,10 @@ describe('the narrative of each outcome', () => {
     const cer = map('search-all-two-eligible', true);
     expectNarrativeRules(cer);
     const text = textOf(cer);
-    expect(text.trim().startsWith('Eligible at 2 payers')).toBe(true);
+    // One summary per eligible payer, then the outcome.
+    expect(text.trim().startsWith('What to collect (')).toBe(true);
+    expect(cer.text?.div.match(/<div>/g)).toHaveLength(2);
+    expect(text).toContain(' Eligible at 2 payers ');
     expect(text.match(/Payer: /g)?.length).toBe(cer.insurance?.length);
     for (const name of [
       'search-all-complete',
@@ -314,7 +420,7 @@ describe('upstream text in the narrative', () => {
     const div = cer.text?.div ?? '';
     expect(div).toContain('Referral &lt;GP&gt; &amp; &quot;specialist&quot; &#39;only&#39;');
     expect(div).not.toMatch(/<(GP|per|6)[ >]/);
-    const [, ...body] = tableOf(cer);
+    const [, ...body] = blocksOf(cer).get('Outpatient benefits') ?? [];
     const item = cer.insurance?.[0]?.item?.[0];
     expect(item?.benefit?.find((b) => b.allowedMoney)?.allowedMoney?.currency).toBeUndefined();
     expect(body[0]).toEqual([
@@ -322,12 +428,12 @@ describe('upstream text in the narrative', () => {
       'Covered',
       '20%',
       '50',
-      '100',
+      '100 (per claim)',
       `Dirham <"d"> & co`,
       `Referral <GP> & "specialist" 'only'; Qualifiers: GP, Specialist; A GP referral is required for specialist visits`,
     ]);
     expect(body[1]?.[6]).toBe(`Coinsurance: 10%; Copay cap: AED 500 <per "year"> & 'more'`);
-    const radiologyRow = body.find((r) => r[0] === 'Radiology (X-Ray, CT, MRI)');
+    const radiologyRow = body.find((r) => r[0] === 'Radiology (X-Ray, CT, MRI) (GN)');
     expect(radiologyRow?.[6]).toBe(
       `Prior approval needed above AED 1000; Conditions: Waiting <6> months & "approval"; Limits: AED 5,000 <per year> & 'cap'`,
     );

@@ -4,6 +4,7 @@
  * purpose from the request, patient, created, request, insurer, outcome, disposition, error.
  */
 import type {
+  CodeableConcept,
   CoverageEligibilityRequest,
   CoverageEligibilityResponse,
   CoverageEligibilityResponseError,
@@ -88,7 +89,12 @@ export function baseCer(
   };
   // R4 element order: text right after id.
   const { resourceType, id, ...rest } = cer;
-  return { resourceType, id, text: narrativeOf(cer), ...rest };
+  return { resourceType, id, text: narrativeOf(cer, askedOf(ctx.request)), ...rest };
+}
+
+/** The categories the request asked: its item[].category, for the visit summary. */
+export function askedOf(request: CoverageEligibilityRequest | undefined): (CodeableConcept | undefined)[] {
+  return (request?.item ?? []).map((item) => item.category);
 }
 
 /** CER.error with a code of the service's outcome CodeSystem (adapter-errors.json shares it). */

@@ -55,27 +55,34 @@ function joinName(...parts: (string | null | undefined)[]): string | undefined {
   return unique.length > 0 ? unique.join(' - ') : undefined;
 }
 
-/** Text of a value the upstream leaves open (conditions, limits: "null or value"). */
 /**
- * A value the portal gives as text or as a structure, in words: `{"annual_limit":"AED 15,000"}`
- * reads `annual limit AED 15,000`, a list its entries joined with commas. Never raw JSON: the
- * description is read by people (the narrative, the front-desk page).
+ * A value the upstream leaves open, as people read it: an object's keys as words
+ * (`{"annual_limit":"AED 15,000"}` -> `annual limit AED 15,000`), a list joined with commas.
  */
-function inWords(value: unknown): string {
+function plainText(value: unknown, depth = 0): string {
+  if (value === null || value === undefined) return '';
   if (typeof value === 'string') return value;
   if (typeof value === 'number' || typeof value === 'boolean') return String(value);
-  if (value === null || typeof value !== 'object') return '';
-  const parts = Array.isArray(value)
-    ? value.map(inWords)
-    : Object.entries(value).map(([key, entry]) => {
-        const words = inWords(entry);
-        return words ? `${key.replace(/_/g, ' ')} ${words}` : '';
-      });
-  return parts.filter((p) => p !== '').join(', ');
+  if (typeof value !== 'object') return '';
+  // The envelope's nesting is bounded at the edge; this bound only keeps the text short.
+  if (depth > 3) return '';
+  if (Array.isArray(value))
+    return value
+      .map((v) => plainText(v, depth + 1))
+      .filter(Boolean)
+      .join(', ');
+  return Object.entries(value)
+    .map(([key, v]) => {
+      const text = plainText(v, depth + 1);
+      return text ? `${key.replace(/_/g, ' ')} ${text}` : '';
+    })
+    .filter(Boolean)
+    .join(', ');
 }
 
+/** Text of a value the upstream leaves open (conditions, limits: "null or value"). */
 function describe(label: string, value: unknown): string | undefined {
-  const clean = fhirText(inWords(value));
+  const clean = fhirText(plainText(value));
   return clean ? `${label}: ${clean}` : undefined;
 }
 

@@ -17,6 +17,7 @@
  * entities such as `&nbsp;` are not allowed in FHIR XHTML.
  */
 import type {
+  CodeableConcept,
   Coverage,
   CoverageEligibilityResponse,
   CoverageEligibilityResponseInsurance as Insurance,
@@ -26,26 +27,15 @@ import type {
   Extension,
   Narrative,
 } from 'fhir/r4.js';
-import { BENEFIT_TYPE_SYSTEM, extensionUrl } from './codes.js';
+import { BENEFIT_TYPE_SYSTEM, SERVICE_CATEGORY_SYSTEM, extensionUrl } from './codes.js';
+import { blockOf, summaryXhtml, visitSummary } from './visit-summary.js';
+import { blockNames, categoryFor } from './vocabulary.js';
+import { escapeXml } from './xhtml.js';
+import { parsePercent } from '../../upstream/contract.js';
 
 const XHTML_NS = 'http://www.w3.org/1999/xhtml';
 
-const XML_ESCAPES: Readonly<Record<string, string>> = {
-  '&': '&amp;',
-  '<': '&lt;',
-  '>': '&gt;',
-  '"': '&quot;',
-  "'": '&#39;',
-};
-
-const XML_SPECIAL = /[&<>"']/;
-const XML_SPECIALS = /[&<>"']/g;
-
-/** Text as XML character data or an attribute value: the five XML specials escaped, nothing else. */
-export function escapeXml(text: string): string {
-  // Most text has none of them: tested first, replaced only when needed.
-  return XML_SPECIAL.test(text) ? text.replace(XML_SPECIALS, (c) => XML_ESCAPES[c] ?? c) : text;
-}
+export { escapeXml };
 
 /** An ISO instant as people read it at a desk: `2026-11-22 09:58 UTC`. */
 function when(instant: string | undefined): string {
@@ -189,7 +179,7 @@ function benefitValue(benefit: Benefit | undefined, percent: boolean): string {
 /** Short names of the benefit types the table has no column for; others by their display or code. */
 const OTHER_BENEFITS: Readonly<Record<string, { label: string; percent: boolean }>> = {
   'copay-aggregate-cap': { label: 'Copay cap', percent: false },
-  deductible: { label: 'Deductible', percent: false },
+  deductible: { label: 'Deductible (per visit)', percent: false },
   'deductible-maximum': { label: 'Deductible maximum', percent: false },
   'deductible-legacy': { label: 'Deductible (legacy form)', percent: false },
   'coinsurance-percent': { label: 'Coinsurance', percent: true },
@@ -213,19 +203,39 @@ function coverageStatus(item: Item, parts: string[]): string {
   return item.excluded === false ? 'Covered' : '';
 }
 
-function categoryOf(item: Item): string {
+function categoryName(item: Item): string {
   const category = item.category;
-  const name = category?.text ?? category?.coding?.find((c) => c.display)?.display ?? '';
-  const network = item.network?.text;
-  return network ? `${name} (${network})` : name;
+  return category?.text ?? category?.coding?.find((c) => c.display)?.display ?? '';
+}
+
+const isZero = (benefit: Benefit | undefined): boolean => benefit?.allowedMoney?.value === 0;
+
+/**
+ * Deductibles that say nothing to a reader: a 0 deductible, its maximum when there is no
+ * deductible, and a deductible equal to the copay amount (the same per-visit amount, shown once).
+ */
+function silentBenefits(item: Item, amount: Benefit | undefined): Benefit[] {
+  const deductible = benefitOf(item, 'deductible');
+  const silent: Benefit[] = [];
+  const none = deductible === undefined || isZero(deductible);
+  const sameAsAmount =
+    amount?.allowedMoney?.value !== undefined &&
+    deductible?.allowedMoney?.value === amount.allowedMoney.value;
+  if (deductible && (none || sameAsAmount)) silent.push(deductible);
+  if (none) {
+    for (const benefit of item.benefit ?? []) {
+      if (benefit.type.coding?.some((c) => c.code === 'deductible-maximum')) silent.push(benefit);
+    }
+  }
+  return silent;
 }
 
 /**
- * The Notes cell: every benefit without a column of its own (aggregate cap, deductibles,
- * coinsurance, a second copay), then the item's description without the parts shown in other
- * cells (coverage status, currency as given).
+ * The Notes: every benefit without a column of its own (aggregate cap, deductibles, coinsurance,
+ * a second copay), then the item's description without the parts shown in other cells
+ * (coverage status, currency as given).
  */
-function notesOf(item: Item, parts: string[], shown: (Benefit | undefined)[], currency: string): string {
+function notesOf(item: Item, parts: string[], shown: (Benefit | undefined)[], currency: string): string[] {
   const notes: string[] = [];
   for (const benefit of item.benefit ?? []) {
     if (shown.includes(benefit)) continue;
@@ -235,7 +245,112 @@ function notesOf(item: Item, parts: string[], shown: (Benefit | undefined)[], cu
   for (const part of parts) {
     if (!part.startsWith(COVERAGE_STATUS) && !part.startsWith(CURRENCY_AS_GIVEN)) notes.push(part);
   }
-  return notes.join('; ');
+  return notes;
+}
+
+const NONE_GIVEN = 'none given by the portal';
+
+/**
+ * The maximum cell: the amount with its scope ("50 (per claim)"); beside a percentage, a maximum
+ * the portal gives as 0 or not at all reads "none given by the portal", never a 0 that reads as
+ * "pay nothing" (issue 28). A text maximum other than "Nil" is shown as given.
+ */
+function maximumCell(item: Item, percent: Benefit | undefined, maximum: Benefit | undefined): string {
+  const value = benefitValue(maximum, false);
+  const given = percent?.allowedUnsignedInt ?? parsePercent(percent?.allowedString);
+  const hasPercent = given !== undefined && given !== null && given > 0;
+  if (hasPercent && (maximum === undefined || isZero(maximum) || /^nil$/i.test(value))) return NONE_GIVEN;
+  if (!maximum || isZero(maximum)) return '';
+  const scope = item.term?.text;
+  return scope ? `${value} (${scope})` : value;
+}
+
+/** One table row: the fact (category, network, figures) and its notes. */
+interface Row {
+  code: string;
+  /** The category the portal's label names ("LAB" and "Laboratory" alike; a block may set code). */
+  label: string;
+  name: string;
+  network: string | undefined;
+  /** Coverage, copay %, amount, maximum, currency. */
+  figures: string[];
+  notes: string[];
+}
+
+function rowOf(item: Item): Row {
+  const percent = benefitOf(item, 'copay-percent');
+  const amount = benefitOf(item, 'copay');
+  const maximum = benefitOf(item, 'copay-maximum');
+  const parts = descriptionParts(item);
+  const currency = currencyOfItem(parts, [amount, maximum, ...(item.benefit ?? [])]);
+  // A copay amount of 0 beside a percentage is no fixed amount, and a 0% beside an amount no
+  // percentage: left empty rather than "0".
+  const amountShown = isZero(amount) && percent !== undefined ? undefined : amount;
+  const percentShown =
+    amountShown?.allowedMoney && benefitValue(percent, true) === '0%' ? undefined : percent;
+  const maximumText = maximumCell(item, percent, maximum);
+  const money =
+    amountShown?.allowedMoney || (maximum?.allowedMoney && maximumText !== NONE_GIVEN && maximumText !== '');
+  const shown = [percent, amount, maximum, ...silentBenefits(item, amount)];
+  return {
+    code:
+      item.category?.coding?.find((c) => c.system === SERVICE_CATEGORY_SYSTEM)?.code ?? categoryName(item),
+    name: categoryName(item),
+    label: categoryFor(categoryName(item)).code,
+    network: item.network?.text,
+    figures: [
+      coverageStatus(item, parts),
+      benefitValue(percentShown, true),
+      benefitValue(amountShown, false),
+      maximumText,
+      money ? currency : '',
+    ],
+    notes: notesOf(item, parts, shown, currency),
+  };
+}
+
+/** A maximum cell without its scope: "50 (per claim)" and "50" state the same figure. */
+const figureOf = (cell: string): string => cell.replace(/ \(.*\)$/, '');
+
+/** Two rows state the same fact: each figure equal, or given by one of them only (coverage, scope). */
+function sameFigures(a: string[], b: string[]): boolean {
+  return a.every((cell, i) => {
+    const other = b[i] ?? '';
+    if (i === 0 || i === 3)
+      return cell === other || cell === '' || other === '' || figureOf(cell) === figureOf(other);
+    return cell === other;
+  });
+}
+
+/** The row's figures with what `other` adds (a coverage status, a scope the row lacked). */
+function fill(row: Row, other: Row): void {
+  row.figures = row.figures.map((cell, i) => {
+    const given = other.figures[i] ?? '';
+    return given.length > cell.length && (cell === '' || figureOf(given) === figureOf(cell)) ? given : cell;
+  });
+  row.network ??= other.network;
+  for (const note of other.notes) if (!row.notes.includes(note)) row.notes.push(note);
+}
+
+/**
+ * The rows of one block: the same fact (category, figures, and the same network or one not
+ * named) once, what each copy adds kept, each note once.
+ */
+function blockRows(items: readonly Item[]): Row[] {
+  const rows: Row[] = [];
+  for (const item of items) {
+    const row = rowOf(item);
+    const same = rows.find(
+      (r) =>
+        r.code === row.code &&
+        r.label === row.label &&
+        sameFigures(r.figures, row.figures) &&
+        (r.network === row.network || r.network === undefined || row.network === undefined),
+    );
+    if (same) fill(same, row);
+    else rows.push(row);
+  }
+  return rows;
 }
 
 const TABLE_HEAD = [
@@ -250,29 +365,45 @@ const TABLE_HEAD = [
   .map((h) => `<th>${h}</th>`)
   .join('');
 
-/** One row per service category: coverage status, copay %, amount, maximum, currency, notes. */
-function itemTable(items: Item[]): string {
-  if (items.length === 0) return '';
-  const rows = items.map((item) => {
-    const percent = benefitOf(item, 'copay-percent');
-    const amount = benefitOf(item, 'copay');
-    const maximum = benefitOf(item, 'copay-maximum');
-    const parts = descriptionParts(item);
-    const currency = currencyOfItem(parts, [amount, maximum, ...(item.benefit ?? [])]);
+function tableOf(rows: Row[]): string {
+  let body = '';
+  for (const row of rows) {
     const cells = [
-      categoryOf(item),
-      coverageStatus(item, parts),
-      benefitValue(percent, true),
-      benefitValue(amount, false),
-      benefitValue(maximum, false),
-      amount?.allowedMoney || maximum?.allowedMoney ? currency : '',
-      notesOf(item, parts, [percent, amount, maximum], currency),
+      row.network ? `${row.name} (${row.network})` : row.name,
+      ...row.figures,
+      row.notes.join('; '),
     ];
-    let row = '<tr>';
-    for (const cell of cells) row += `<td>${escapeXml(cell)}</td>`;
-    return `${row}</tr>`;
-  });
-  return `<table><thead><tr>${TABLE_HEAD}</tr></thead><tbody>${rows.join('')}</tbody></table>`;
+    body += '<tr>';
+    for (const cell of cells) body += `<td>${escapeXml(cell)}</td>`;
+    body += '</tr>';
+  }
+  return `<table><thead><tr>${TABLE_HEAD}</tr></thead><tbody>${body}</tbody></table>`;
+}
+
+const NO_BLOCK = 'Other benefits (no block named by the portal)';
+
+/**
+ * The benefits table, one per portal block (Outpatient, Maternity, Specialization, Inpatient, in
+ * that order; then the benefits the portal names no block for), each under the block's name.
+ */
+function itemTables(items: Item[]): string {
+  if (items.length === 0) return '';
+  const groups = new Map<string, Item[]>();
+  for (const item of items) {
+    const block = blockOf(item) ?? NO_BLOCK;
+    const group = groups.get(block);
+    if (group) group.push(item);
+    else groups.set(block, [item]);
+  }
+  const order = [...blockNames(), ...groups.keys()];
+  let html = '';
+  for (const block of new Set(order)) {
+    const group = groups.get(block);
+    if (!group) continue;
+    const title = block === NO_BLOCK ? block : `${block} benefits`;
+    html += `<h3>${escapeXml(title)}</h3>${tableOf(blockRows(group))}`;
+  }
+  return html;
 }
 
 /** The GP-referral rule: the portal's is_gatekeeper value always shown when it gave one. */
@@ -318,7 +449,8 @@ function insuranceSection(cer: CoverageEligibilityResponse, insurance: Insurance
   const coverage = containedById<Coverage>(cer, insurance.coverage.reference);
   return [
     policyFacts(insurance, coverage),
-    itemTable(insurance.item ?? []),
+    // A coverage not in force shows why (the headline and disposition), not a table of "Covered".
+    insurance.inforce === true ? itemTables(insurance.item ?? []) : '',
     gpRule(insurance),
     warnings(insurance.extension),
     multiCard(insurance),
@@ -341,10 +473,18 @@ function documents(cer: CoverageEligibilityResponse): string {
   return items.length ? `<p>Documents:</p><ul>${items.join('')}</ul>` : '';
 }
 
-/** The narrative of a CER, from its structured elements only. */
-export function narrativeOf(cer: CoverageEligibilityResponse): Narrative {
+/**
+ * The narrative of a CER, from its structured elements and the categories the request asked
+ * (`asked`: its item[].category): the visit summary first for a final found-member answer in
+ * force (visit-summary.ts), then the outcome, each coverage and its tables per portal block.
+ */
+export function narrativeOf(
+  cer: CoverageEligibilityResponse,
+  asked?: readonly (CodeableConcept | undefined)[],
+): Narrative {
   const detail = headlineDetail(cer);
   const parts = [
+    summaryXhtml(visitSummary(cer, asked)),
     `<p><b>${escapeXml(headline(cer))}</b></p>`,
     detail ? `<p>${escapeXml(detail)}</p>` : '',
     ...(cer.insurance ?? []).map((i) => insuranceSection(cer, i)),
@@ -356,13 +496,16 @@ export function narrativeOf(cer: CoverageEligibilityResponse): Narrative {
 }
 
 /** The CER with its narrative, `text` placed where R4 orders it (after id and meta). */
-export function withNarrative(cer: CoverageEligibilityResponse): CoverageEligibilityResponse {
+export function withNarrative(
+  cer: CoverageEligibilityResponse,
+  asked?: readonly (CodeableConcept | undefined)[],
+): CoverageEligibilityResponse {
   const { resourceType, id, meta, text: _old, ...rest } = cer;
   return {
     resourceType,
     ...(id !== undefined ? { id } : {}),
     ...(meta !== undefined ? { meta } : {}),
-    text: narrativeOf(cer),
+    text: narrativeOf(cer, asked),
     ...rest,
   };
 }
