@@ -315,6 +315,19 @@ describe('what to collect: the result a receptionist reads', () => {
       // The outcome once: no `Eligible: yes`, no second headline.
       expect(text.match(/\beligible\b/gi)?.length).toBe(1);
       expect(text).toMatch(/Member id\s+DAMAN-/);
+      // The visit summary first, then the ids the claim needs, then the tables per portal block.
+      const at = (words: string) => text.indexOf(words);
+      expect(at('What to collect')).toBeGreaterThan(0);
+      expect(text).toContain('Consultation (Outpatient, GN+): 20% of the fee, at most AED 50 per visit');
+      expect(at('What to collect')).toBeLessThan(at('Member id'));
+      expect(at('Member id')).toBeLessThan(at('Outpatient benefits'));
+      expect(at('Outpatient benefits')).toBeLessThan(at('Maternity benefits'));
+      // A maximum the portal gives as 0 never reads as a figure: `none given by the portal`.
+      const maxima = await result
+        .locator('table.benefits td[data-label="Copay maximum"]')
+        .evaluateAll((cells) => cells.map((c) => c.textContent?.trim()));
+      expect(maxima).toContain('none given by the portal');
+      expect(maxima).not.toContain('0');
       // A structured note of the portal in words, never raw JSON.
       expect(text).toContain('Limits: annual limit AED 15,000');
       expect(text).not.toMatch(/[{}]/);
