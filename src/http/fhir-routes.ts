@@ -9,6 +9,7 @@ import express from 'express';
 import type { Request, RequestHandler, Response, Router } from 'express';
 import type { Tenant } from '../config.js';
 import { asyncDelete } from '../operations/async.js';
+import { estimate } from '../operations/estimate.js';
 import { asyncStatusOrBatch, batch } from '../operations/batch.js';
 import { validateSubmit } from '../operations/validate.js';
 import { readConformance } from '../operations/conformance-read.js';
@@ -199,6 +200,19 @@ export function fhirRoutes(deps: FhirRouteDeps): FhirRoutes {
     audited(audit, { action: 'R', interaction: 'vread', entity: paramEntity(CER) }),
     requireScope(CER, 'r'),
     operation((req) => vreadResponse(req, deps.checks)),
+  );
+  // The patient's share from a stored answer (issue 28, docs/estimate.md): reads the CER only.
+  router.post(
+    '/CoverageEligibilityResponse/:id/$estimate',
+    audited(audit, {
+      action: 'E',
+      interaction: 'operation',
+      operation: '$estimate',
+      entity: paramEntity(CER),
+    }),
+    requireScope(CER, 'rs'),
+    fhirBody,
+    operation((req) => estimate(req, { checks: deps.checks, now: deps.submit.now })),
   );
   router.get(
     '/CoverageEligibilityResponse',

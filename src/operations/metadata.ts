@@ -85,6 +85,7 @@ function subscriptionResources(): CapabilityStatementRestResource[] {
 /** The service's own OperationDefinitions (src/mapping/conformance/operations.ts), readable here. */
 const SUBMIT_DEFINITION = `${CANONICAL_BASE}/OperationDefinition/CoverageEligibilityRequest-submit`;
 const VALIDATE_DEFINITION = `${CANONICAL_BASE}/OperationDefinition/CoverageEligibilityRequest-validate`;
+const ESTIMATE_DEFINITION = `${CANONICAL_BASE}/OperationDefinition/CoverageEligibilityResponse-estimate`;
 
 const BATCH_DOC =
   'The id of a batch (the batch-response Bundle.id): the checks its entries started or found again; comma = OR';
@@ -173,6 +174,14 @@ function checkResources(): CapabilityStatementRestResource[] {
       conditionalRead: 'not-match',
       searchInclude: ['CoverageEligibilityResponse:request'],
       searchParam: responseSearchParams,
+      operation: [
+        {
+          name: 'estimate',
+          definition: ESTIMATE_DEFINITION,
+          documentation:
+            "POST {id}/$estimate with Parameters (item: category, fee in AED): the patient's share as a ClaimResponse (predetermination), from a final found-member answer in force; 422 otherwise. An estimate, not the payer's adjudication (docs/estimate.md).",
+        },
+      ],
     },
   ];
 }

@@ -3,8 +3,9 @@
  * PostgreSQL, applied in order once each and recorded in schema_migrations. Only column types
  * differ between the two databases; they come from the driver's dialect.
  */
-import type { CoverageEligibilityResponse } from 'fhir/r4.js';
+import type { CoverageEligibilityRequest, CoverageEligibilityResponse } from 'fhir/r4.js';
 import { decideAnswer } from '../../mapping/response/answer.js';
+import { askedOf } from '../../mapping/response/base.js';
 import { withNarrative } from '../../mapping/response/narrative.js';
 import { bool, int, text } from './rows.js';
 import type { ColumnTypes, Dialect, Statement, StoreKind, Work } from './driver.js';
@@ -14,6 +15,14 @@ export type Migration = (t: ColumnTypes) => readonly string[];
 
 /** The migration after which every stored CER without a narrative gets one (addNarratives). */
 const NARRATIVES: Migration = () => [];
+/** The migration after which every stored narrative is rendered again (renderNarratives). */
+const NARRATIVES_AGAIN: Migration = () => [];
+/**
+ * A number another branch of the same round holds (14-16: pre-visit checks, CDS Hooks, the store
+ * outage work): no statement, and never recorded as applied, so the real migration of that number
+ * still runs when its branch is merged in.
+ */
+const RESERVED: Migration = () => [];
 
 const MIGRATIONS: readonly Migration[] = [
   // 1: the checks and the payer guards. The indexes of checks serve the claim query, per-tenant
@@ -205,12 +214,22 @@ const MIGRATIONS: readonly Migration[] = [
   // read every stored page, 77 ms for 4,000 checks and about 2 s for 100,000, on the event loop
   // (bench/README.md, figure 1). PostgreSQL keeps such values out of line, and gains the same count.
   () => ['CREATE INDEX checks_outcome_idx ON checks (tenant_id, state, outcome)'],
+  // 14-16: reserved (see RESERVED).
+  RESERVED,
+  RESERVED,
+  RESERVED,
+  // 17 (issue 28, docs/front-desk.md): no schema change; every stored CER's narrative is rendered
+  // again by the current function (renderNarratives): the visit summary first, the tables per
+  // portal block, no table for a coverage not in force. Stored answers are what a desk re-opens
+  // within the retention window, so they read as new ones do.
+  NARRATIVES_AGAIN,
 ];
 
 /** The migration after which the answers of rows finished before it are decided once. */
 const ANSWER_MIGRATION = 6;
 /** Its number, wherever it sits in the list. */
 const NARRATIVE_MIGRATION = MIGRATIONS.indexOf(NARRATIVES) + 1;
+const NARRATIVE_AGAIN_MIGRATION = MIGRATIONS.indexOf(NARRATIVES_AGAIN) + 1;
 
 /**
  * The previous release (55c4503 and before) numbered its migrations per database, in a table
@@ -247,10 +266,11 @@ export function* migration(dialect: Dialect): Work<void> {
     }
   }
   for (const [index, statements] of MIGRATIONS.entries()) {
-    if (applied.has(index + 1)) continue;
+    if (applied.has(index + 1) || statements === RESERVED) continue;
     for (const sql of statements(types)) yield run(sql);
     if (index + 1 === ANSWER_MIGRATION) yield* decideAnswers(dialect);
     if (index + 1 === NARRATIVE_MIGRATION) yield* addNarratives(dialect);
+    if (index + 1 === NARRATIVE_AGAIN_MIGRATION) yield* renderNarratives(dialect);
     yield record(index + 1);
   }
 }
@@ -281,18 +301,41 @@ function* decideAnswers(dialect: Dialect): Work<void> {
  * the version column move on together), so a client's ETag of the old one no longer matches.
  */
 function* addNarratives(dialect: Dialect): Work<void> {
+  yield* eachNarrative(dialect, (cer) => cer.text === undefined);
+}
+
+/**
+ * The narrative of every stored CER rendered again by the current function (migration 17), from
+ * the CER and the categories its stored request asked; a CER whose narrative comes out the same is
+ * left as it is (same version, same ETag).
+ */
+function* renderNarratives(dialect: Dialect): Work<void> {
+  yield* eachNarrative(dialect, () => true);
+}
+
+/**
+ * The CERs `pick` chooses, their narrative built by the same function the mapper uses, in the
+ * migration's transaction. A changed CER is a new version (meta.versionId and the version column
+ * move on together), so a client's ETag of the old one no longer matches.
+ */
+function* eachNarrative(dialect: Dialect, pick: (cer: CoverageEligibilityResponse) => boolean): Work<void> {
   // In pages by id, so a large store (100,000 checks of 40-60 KB each) is never held in memory.
   let after = '';
   for (;;) {
     const { rows } = yield {
-      sql: 'SELECT id, cer, version FROM checks WHERE id > $1 ORDER BY id LIMIT $2',
+      sql: 'SELECT id, cer, request, version FROM checks WHERE id > $1 ORDER BY id LIMIT $2',
       params: [after, NARRATIVE_PAGE],
     };
     for (const row of rows) {
       const cer = dialect.readJson(row.cer) as CoverageEligibilityResponse;
-      if (cer.text) continue;
+      if (!pick(cer)) continue;
+      const request = dialect.readJson(row.request) as CoverageEligibilityRequest;
       const version = int(row, 'version') + 1;
-      const updated = withNarrative({ ...cer, meta: { ...cer.meta, versionId: String(version) } });
+      const updated = withNarrative(
+        { ...cer, meta: { ...cer.meta, versionId: String(version) } },
+        askedOf(request),
+      );
+      if (updated.text?.div === cer.text?.div) continue;
       yield {
         sql: `UPDATE checks SET cer = ${dialect.json('$1')}, version = $2 WHERE id = $3`,
         params: [JSON.stringify(updated), version, text(row, 'id')],

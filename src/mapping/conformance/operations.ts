@@ -11,6 +11,7 @@ import { canonical } from '../../fhir/canonical.js';
 /** Ids of the published OperationDefinitions (the CapabilityStatement names them). */
 export const SUBMIT_OPERATION_ID = 'CoverageEligibilityRequest-submit';
 export const VALIDATE_OPERATION_ID = 'CoverageEligibilityRequest-validate';
+export const ESTIMATE_OPERATION_ID = 'CoverageEligibilityResponse-estimate';
 const INPUT_PROFILE_ID = 'submit-parameters';
 
 /** The fields every conformance resource of this service shares (version, status, publisher). */
@@ -90,7 +91,66 @@ function operation(
   };
 }
 
-/** The two OperationDefinitions and their input profile. */
+/**
+ * $estimate on a stored CER (instance level): the patient's share of the fees given, as a
+ * ClaimResponse; it reads the CER only (affectsState false). docs/estimate.md.
+ */
+function estimateOperation(common: CommonFields): OperationDefinition {
+  return {
+    resourceType: 'OperationDefinition',
+    id: ESTIMATE_OPERATION_ID,
+    url: canonical('OperationDefinition', ESTIMATE_OPERATION_ID),
+    ...common,
+    kind: 'operation',
+    name: 'Estimate',
+    title: "The patient's share of a fee, from an eligibility answer",
+    description:
+      "From a final CoverageEligibilityResponse of a found member whose coverage is in force (else 422), the patient's share of each fee: a ClaimResponse (use predetermination) with the adjudications submitted, copay and benefit per item and in total, a processNote per assumption, and no share where the answer has no figures. An estimate, not the payer's adjudication. Never calls the payer portal service; the CER is unchanged.",
+    affectsState: false,
+    code: 'estimate',
+    resource: ['CoverageEligibilityResponse'],
+    system: false,
+    type: false,
+    instance: true,
+    parameter: [
+      {
+        name: 'item',
+        use: 'in',
+        min: 1,
+        max: '*',
+        documentation: 'One fee to estimate.',
+        part: [
+          {
+            name: 'category',
+            use: 'in',
+            min: 1,
+            max: '1',
+            type: 'Coding',
+            documentation: `The service category: ${canonical('CodeSystem', 'service-category')} or http://terminology.hl7.org/CodeSystem/ex-benefitcategory.`,
+          },
+          {
+            name: 'fee',
+            use: 'in',
+            min: 1,
+            max: '1',
+            type: 'Money',
+            documentation: 'The fee, in AED, at most 2 decimals.',
+          },
+        ],
+      },
+      {
+        name: 'return',
+        use: 'out',
+        min: 1,
+        max: '1',
+        type: 'ClaimResponse',
+        documentation: 'The estimate (docs/estimate.md).',
+      },
+    ],
+  };
+}
+
+/** The OperationDefinitions and the input profile of $submit and $validate. */
 export function operationResources(common: CommonFields): Array<OperationDefinition | StructureDefinition> {
   return [
     operation(common, SUBMIT_OPERATION_ID, {
@@ -115,6 +175,7 @@ export function operationResources(common: CommonFields): Array<OperationDefinit
         'Takes every body $submit takes and answers 200 with an OperationOutcome: an error for everything $submit would refuse (same code and expression), warnings and information for what would happen now (payer guard, backoff, queue ahead, an answer that would be reused, an unknown payer code), one information issue when all is well. Never calls the payer portal service, never stores a check.',
       out: { type: 'OperationOutcome', documentation: 'The issues found; 200 whatever they are.' },
     }),
+    estimateOperation(common),
     inputProfile(common),
   ];
 }

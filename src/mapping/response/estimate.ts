@@ -1,0 +1,128 @@
+/**
+ * The patient-share estimate of `$estimate` as a ClaimResponse (https://hl7.org/fhir/R4/claimresponse.html):
+ * `use` predetermination, one item per fee asked, each with the adjudications `submitted` (the
+ * fee), `copay` (what the patient pays) and `benefit` (what the payer pays), from the category's
+ * line of the visit summary (visit-summary.ts) and its share (benefit-model.ts). Pure: the CER,
+ * the fees and the time come in. Adjudication categories:
+ * http://terminology.hl7.org/CodeSystem/adjudication (https://hl7.org/fhir/R4/codesystem-adjudication.html).
+ */
+import type {
+  ClaimResponse,
+  ClaimResponseItemAdjudication as Adjudication,
+  ClaimResponseProcessNote as ProcessNote,
+  ClaimResponseTotal as Total,
+  CoverageEligibilityResponse,
+  CoverageEligibilityResponseInsuranceItem as Item,
+} from 'fhir/r4.js';
+import type { Share } from './benefit-model.js';
+import { money, shareOf } from './benefit-model.js';
+import type { VisitLine } from './visit-summary.js';
+import { visitLineOf } from './visit-summary.js';
+import type { ServiceCategory } from './vocabulary.js';
+
+const ADJUDICATION_SYSTEM = 'http://terminology.hl7.org/CodeSystem/adjudication';
+const CLAIM_TYPE_SYSTEM = 'http://terminology.hl7.org/CodeSystem/claim-type';
+export const ESTIMATE_CURRENCY = 'AED';
+
+/** One fee to estimate: the category asked and the fee in AED (at most 2 decimals). */
+export interface EstimateItem {
+  category: ServiceCategory;
+  fee: number;
+}
+
+/** An item's line and share (undefined: no share, no figures or figures that do not combine). */
+export interface ItemEstimate {
+  item: EstimateItem;
+  line: VisitLine;
+  share: Share | undefined;
+}
+
+const amount = (value: number) => ({ value, currency: ESTIMATE_CURRENCY });
+
+function adjudication(code: 'submitted' | 'copay' | 'benefit', value: number): Adjudication {
+  return { category: { coding: [{ system: ADJUDICATION_SYSTEM, code }] }, amount: amount(value) };
+}
+
+function total(code: 'submitted' | 'copay' | 'benefit', value: number): Total {
+  return { category: { coding: [{ system: ADJUDICATION_SYSTEM, code }] }, amount: amount(value) };
+}
+
+/** Each fee's line of the visit summary (from the coverage's items) and its share. */
+export function estimateItems(items: readonly Item[], asked: readonly EstimateItem[]): ItemEstimate[] {
+  return asked.map((item) => {
+    const line = visitLineOf(items, item.category);
+    return { item, line, share: shareOf(line.rule, item.fee) };
+  });
+}
+
+/** Sums in fils, so the totals are exact to 2 decimals. */
+const sum = (values: number[]): number => values.reduce((a, v) => a + Math.round(v * 100), 0) / 100;
+
+/** The date of the portal's answer as people read it (`2026-11-22`). */
+function answerDate(cer: CoverageEligibilityResponse): string {
+  return cer.created.slice(0, 10);
+}
+
+/**
+ * The ClaimResponse of an estimate. The notes: per item its sentence first (the page shows it
+ * beside the amount), then every assumption behind it; then one for the whole answer (a missing
+ * total, the yearly caps).
+ */
+export function estimateClaimResponse(
+  cer: CoverageEligibilityResponse,
+  estimates: readonly ItemEstimate[],
+  created: string,
+  firstNotes: readonly string[] = [],
+): ClaimResponse {
+  const notes: ProcessNote[] = [];
+  const note = (text: string): number => {
+    const existing = notes.find((n) => n.text === text);
+    if (existing?.number !== undefined) return existing.number;
+    notes.push({ number: notes.length + 1, type: 'display', text });
+    return notes.length;
+  };
+  for (const text of firstNotes) note(text);
+  const items = estimates.map((estimate, index) => {
+    const { item, line, share } = estimate;
+    const numbers = [note(line.sentence)];
+    for (const text of line.notes) numbers.push(note(text));
+    if (share)
+      numbers.push(
+        note(
+          `${line.category.display}: the patient pays ${money(share.copay, ESTIMATE_CURRENCY)} of ${money(item.fee, ESTIMATE_CURRENCY)}.`,
+        ),
+      );
+    else
+      numbers.push(
+        note(
+          `${line.category.display}: no share is estimated: the portal's answer gives no figures this estimate can apply; the fee is shown as submitted only.`,
+        ),
+      );
+    const adjudications = [adjudication('submitted', item.fee)];
+    if (share) adjudications.push(adjudication('copay', share.copay), adjudication('benefit', share.benefit));
+    return { itemSequence: index + 1, noteNumber: [...new Set(numbers)], adjudication: adjudications };
+  });
+  const totals = [total('submitted', sum(estimates.map((e) => e.item.fee)))];
+  if (estimates.every((e) => e.share !== undefined)) {
+    totals.push(
+      total('copay', sum(estimates.map((e) => e.share?.copay ?? 0))),
+      total('benefit', sum(estimates.map((e) => e.share?.benefit ?? 0))),
+    );
+  } else {
+    note('No total patient share: at least one item has no estimated share (see its notes).');
+  }
+  return {
+    resourceType: 'ClaimResponse',
+    status: 'active',
+    type: { coding: [{ system: CLAIM_TYPE_SYSTEM, code: 'professional' }] },
+    use: 'predetermination',
+    patient: cer.patient,
+    created,
+    insurer: cer.insurer,
+    outcome: 'complete',
+    disposition: `An estimate from the payer portal's answer of ${answerDate(cer)} (CoverageEligibilityResponse/${cer.id ?? ''}), not the payer's adjudication: the payer decides the claim.`,
+    item: items,
+    total: totals,
+    processNote: notes,
+  };
+}
