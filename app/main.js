@@ -6,8 +6,7 @@
 import { call, outcomeText, pathOf, session } from './api.js';
 import { setTimeZone, when } from './clock.js';
 import { $, bdi, el } from './dom.js';
-import { headlineOf } from './narrative.js';
-import { estimate, outcomeWords, renderResult } from './result.js';
+import { estimate, outcomeBadge, outcomeWords, renderResult } from './result.js';
 
 const V2_0203 = 'http://terminology.hl7.org/CodeSystem/v2-0203';
 const REQUEST_SYSTEM = 'urn:fhir-eligibility-adapter:front-desk';
@@ -362,8 +361,7 @@ function patientNameOf(request) {
 
 /** The outcome in words, coloured by what it means for the desk (the words carry it too). */
 function badge(cer) {
-  const words = cer.outcome === 'queued' ? 'Still checking' : headlineOf(cer.text?.div) || cer.outcome;
-  const tone = words.startsWith('Eligible') ? 'ok' : cer.outcome === 'queued' ? 'wait' : 'bad';
+  const { words, tone } = outcomeBadge(cer);
   return el('span', { class: `badge ${tone}`, text: words });
 }
 

@@ -144,10 +144,3 @@ export function visitSummaries(div) {
       return [heading, holder.firstElementChild];
     });
 }
-
-/** The first bold text of a narrative: the outcome in words (Eligible, Not eligible, ...). */
-export function headlineOf(div) {
-  if (typeof div !== 'string') return '';
-  const parsed = new DOMParser().parseFromString(div, 'application/xhtml+xml');
-  return parsed.getElementsByTagNameNS(XHTML, 'b')[0]?.textContent ?? '';
-}

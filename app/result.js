@@ -48,10 +48,12 @@ function verdict(cer) {
   const inForce = insurance.filter((i) => i.inforce === true);
   const coverage = contained(cer, insurance[0]?.coverage?.reference);
   const payer = payerOf(cer, coverage);
-  if (cer.outcome === 'queued') return { tone: 'wait', title: `Still checking since ${when(cer.created)}` };
+  if (cer.outcome === 'queued')
+    return { tone: 'wait', short: 'Still checking', title: `Still checking since ${when(cer.created)}` };
   if (cer.outcome !== 'error' && inForce.length > 1) {
     return {
       tone: 'ok',
+      short: `Eligible at ${inForce.length} payers`,
       title: `Eligible at ${inForce.length} payers`,
       next: 'Choose the payer to bill below; the visit summary of each is shown with it.',
     };
@@ -63,6 +65,7 @@ function verdict(cer) {
       : '';
     return {
       tone: 'ok',
+      short: `Eligible${onCard}`,
       title: `Eligible at ${payer}${onCard}`,
       next: 'Next: tell the patient the share below; enter the fee to get the amount to collect.',
     };
@@ -70,6 +73,7 @@ function verdict(cer) {
   if (insurance.some((i) => i.inforce === false)) {
     return {
       tone: 'bad',
+      short: 'Not eligible',
       title: `Not eligible at ${payer}`,
       why: reasonOf(cer),
       next: 'Next: do not bill this payer for the visit. Ask for another insurance card, check another payer, or treat the visit as self-pay.',
@@ -79,17 +83,24 @@ function verdict(cer) {
   if (code === 'member-not-found') {
     return {
       tone: 'bad',
+      short: 'Member not found',
       title: `Member not found at ${payer}`,
       why: 'The payer portal has no member with this identifier.',
       next: 'Next: check again with the insurance card number (an Emirates ID is not always linked at the payer), check the digits, or try another payer.',
       retryWithCard: true,
     };
   }
-  return { tone: 'bad', title: 'No determination', why: reasonOf(cer) };
+  return { tone: 'bad', short: 'No determination', title: 'No determination', why: reasonOf(cer) };
 }
 
 /** The outcome in words, as the headline says it (`Eligible at Daman`, `Member not found at AXA`). */
 export const outcomeWords = (cer) => verdict(cer).title;
+
+/** The outcome in a word or two for a list that names the payer beside it, with its tone. */
+export function outcomeBadge(cer) {
+  const { short, tone } = verdict(cer);
+  return { words: short, tone };
+}
 
 function headline(cer) {
   const v = verdict(cer);
@@ -260,15 +271,19 @@ export const canEstimate = (cer) =>
 
 const money = (value) => Number(value).toFixed(2);
 
-/** The copay total of a ClaimResponse (what the patient pays), and the sentence it came from. */
+/**
+ * What a ClaimResponse of $estimate says to the desk: the copay total (what the patient pays),
+ * the sentence of each item (its first processNote: the visit summary's sentence), and the other
+ * notes (every assumption behind the figure).
+ */
 function shareOf(claimResponse) {
   const isCopay = (t) => t.category?.coding?.some((c) => c.code === 'copay');
   const total = (claimResponse.total ?? []).find(isCopay)?.amount;
-  const notes = (claimResponse.processNote ?? []).map((n) => n.text).filter(Boolean);
-  const reasons = (claimResponse.item ?? []).flatMap((item) =>
-    (item.adjudication ?? []).filter(isCopay).map((a) => a.reason?.text ?? a.reason?.coding?.[0]?.display),
-  );
-  return { total, sentences: [...reasons.filter(Boolean), ...notes] };
+  const notes = new Map((claimResponse.processNote ?? []).map((n) => [n.number, n.text]));
+  const firsts = (claimResponse.item ?? []).map((item) => item.noteNumber?.[0]);
+  const sentences = firsts.map((n) => notes.get(n)).filter(Boolean);
+  const assumptions = [...notes].filter(([n]) => !firsts.includes(n)).map(([, text]) => text);
+  return { total, sentences, assumptions };
 }
 
 /** Asks $estimate for the fee and shows `Collect AED <amount>` with the sentences behind it. */
@@ -295,20 +310,27 @@ export async function estimate(cerId, fee, category) {
     share.replaceChildren(el('p', { class: 'error', text: outcomeText(answer.json, answer.status) }));
     return answer.status;
   }
-  const { total, sentences } = shareOf(answer.json);
+  const { total, sentences, assumptions } = shareOf(answer.json);
   share.replaceChildren(
     el(
       'p',
       { class: 'collect' },
       total?.value !== undefined
         ? `Collect AED ${money(total.value)}`
-        : 'No amount: the portal gave no figure for this visit',
+        : 'No amount to collect can be estimated: the portal gave no figure for this visit',
     ),
-    el('p', { class: 'hint', text: `of a fee of AED ${money(fee)}.` }),
-    ...(sentences.length
-      ? [el('ul', {}, ...sentences.map((s) => el('li', { dir: 'auto', text: clean(s) })))]
+    el('p', { class: 'source' }, `Fee AED ${money(fee)}. `, bdi(sentences.join('; '))),
+    ...(assumptions.length
+      ? [
+          el(
+            'details',
+            {},
+            el('summary', { text: 'How this was estimated' }),
+            el('ul', {}, ...assumptions.map((text) => el('li', { dir: 'auto', text: clean(text) }))),
+          ),
+        ]
       : []),
-    el('p', { class: 'hint', text: clean(answer.json.disposition ?? '') }),
+    el('p', { class: 'hint', dir: 'auto', text: clean(answer.json.disposition ?? '') }),
   );
   return answer.status;
 }

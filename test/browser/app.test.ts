@@ -351,6 +351,42 @@ describe('what to collect: the result a receptionist reads', () => {
     });
   }
 
+  it('estimates the patient share by keyboard alone: Fee (AED), Estimate, `Collect AED <amount>` and the sentence it came from', async () => {
+    const { page } = await open({ width: 360, height: 780 });
+    await signIn(page, harness.url, TENANT_A_KEY);
+    await runCheck(page, '784-1990-0000001-1', 'DAMAN');
+    // From the button just used, Tab reaches the fee (the result's first field) without the mouse.
+    await page.getByRole('button', { name: 'Check eligibility' }).focus();
+    for (let i = 0; i < 20 && (await page.evaluate(() => document.activeElement?.id)) !== 'fee'; i++) {
+      await page.keyboard.press('Tab');
+    }
+    expect(await page.evaluate(() => document.activeElement?.id)).toBe('fee');
+    await page.keyboard.type('300');
+    await page.keyboard.press('Tab');
+    expect(await page.evaluate(() => document.activeElement?.textContent?.trim())).toBe('Estimate');
+    const asked = page.waitForRequest((r) => r.url().endsWith('/$estimate'));
+    await page.keyboard.press('Enter');
+    const body = JSON.parse((await asked).postData() ?? '{}');
+    expect(body.parameter[0].part).toEqual([
+      {
+        name: 'category',
+        valueCoding: { system: expect.stringMatching(/service-category$/), code: 'consultation' },
+      },
+      { name: 'fee', valueMoney: { value: 300, currency: 'AED' } },
+    ]);
+    const share = page.getByRole('region', { name: 'Patient share' });
+    await share.filter({ hasText: 'Collect AED' }).waitFor();
+    const text = await share.innerText();
+    // 20% of 300 is 60, at most AED 50 per visit: collect 50.
+    expect(text).toMatch(/^Collect AED 50\.00\b/);
+    expect(text).toContain('Consultation (Outpatient, GN+): 20% of the fee, at most AED 50 per visit');
+    expect(await overflowOf(page)).toBeLessThanOrEqual(0);
+    // A fee the desk mistyped is refused on the page, and nothing is asked.
+    await page.getByLabel('Fee (AED)').fill('3OO');
+    await page.getByLabel('Fee (AED)').press('Enter');
+    await share.filter({ hasText: 'Enter the fee in AED' }).waitFor();
+  });
+
   it('a not-eligible member: why and what to do, no table of `Covered`, no fee, the screenshot', async () => {
     const { page } = await open({ width: 360, height: 780 });
     await signIn(page, harness.url, TENANT_A_KEY);
