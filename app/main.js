@@ -198,7 +198,11 @@ function show(cer, etag, path) {
     polling = { path, etag, timer: setTimeout(() => void follow(path, etag), POLL_MS) };
     return;
   }
-  progress(`Done: ${outcomeWords(cer)}.`);
+  // Said once on screen (the result's headline); a screen reader hears it here too.
+  $('progress').replaceChildren(
+    'Done: the answer is below.',
+    el('span', { class: 'visually-hidden', text: ` ${outcomeWords(cer)}.` }),
+  );
   showResult(cer, lastCheck?.id === cer.id ? lastCheck.visitType : undefined);
   // The answer is what the desk reads next: brought into view, the focus left where it was.
   $('result').scrollIntoView({ block: 'start' });
