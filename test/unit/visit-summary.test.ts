@@ -16,13 +16,16 @@ import type { ShareRule } from '../../src/mapping/response/benefit-model.js';
 import { mapEnvelope } from '../../src/mapping/response/index.js';
 import {
   askedCategories,
+  isFoundInForce,
   summaryLine,
   summaryMarkdown,
   summaryXhtml,
   visitLineOf,
   visitSummary,
 } from '../../src/mapping/response/visit-summary.js';
-import { categoryByCode } from '../../src/mapping/response/vocabulary.js';
+import { categoryByCode, serviceCategories } from '../../src/mapping/response/vocabulary.js';
+import { estimateClaimResponse, estimateItems } from '../../src/mapping/response/estimate.js';
+import { expectValidFhir } from '../support/fhir.js';
 import type { CerContext } from '../../src/mapping/types.js';
 import { envelopeSchema } from '../../src/upstream/contract.js';
 
@@ -371,5 +374,31 @@ describe('the share (clear cases)', () => {
     const share = shareOf(rule, fee)!;
     expect(share.copay).toBe(expected);
     expect(share.benefit).toBe(Math.round((fee - expected) * 100) / 100);
+  });
+});
+
+describe('the estimate of every found answer in force (every category)', () => {
+  const fixtures = [
+    'found-eligible',
+    'multi-card',
+    'found-by-card-number',
+    'search-all-complete-two-eligible',
+  ];
+  it.each(fixtures)('%s: a valid ClaimResponse, copay + benefit = fee per item', (name) => {
+    const cer = cerOf(name);
+    expect(isFoundInForce(cer)).toBe(true);
+    const items = cer.insurance?.find((i) => i.inforce === true)?.item ?? [];
+    const asked = serviceCategories().map((category, i) => ({ category, fee: 100 + i * 17.35 }));
+    const estimates = estimateItems(items, asked);
+    const claim = estimateClaimResponse(cer, estimates, '2026-11-22T10:05:00.000Z');
+    expectValidFhir(claim);
+    for (const estimate of estimates) {
+      if (!estimate.share) continue;
+      expect(cents(estimate.share.copay) + cents(estimate.share.benefit)).toBe(cents(estimate.item.fee));
+    }
+    // The first note of each item is its sentence.
+    claim.item?.forEach((item, i) => {
+      expect(claim.processNote?.[(item.noteNumber?.[0] ?? 0) - 1]?.text).toBe(estimates[i]?.line.sentence);
+    });
   });
 });
