@@ -4,23 +4,12 @@
  * its state in words, each opening its latest answer in the result section.
  */
 import { call, outcomeText } from './api.js';
+import { $, bdi, el } from './dom.js';
 
-const $ = (id) => document.getElementById(id);
+const cell = (tag, text) => el(tag, { text });
 
-function cell(tag, text) {
-  const element = document.createElement(tag);
-  element.textContent = text;
-  return element;
-}
-
-/** A name or payer that may be Arabic, isolated so it reads right-to-left inside this page. */
-function isolated(text) {
-  const td = document.createElement('td');
-  const bdi = document.createElement('bdi');
-  bdi.textContent = text;
-  td.append(bdi);
-  return td;
-}
+/** A name or payer that may be Arabic, isolated (and cleaned of bidi controls) inside this page. */
+const isolated = (text) => el('td', {}, bdi(text));
 
 /** Loads the day's appointments; `open(path)` shows an answer. Returns the HTTP status. */
 export async function loadAppointments(open) {

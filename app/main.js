@@ -4,40 +4,27 @@
  * /app/api/ (docs/front-desk.md); nothing is loaded from anywhere else.
  */
 import { call, outcomeText, pathOf, session } from './api.js';
-import { headlineOf, showNarrative } from './narrative.js';
 import { loadAppointments, startAppointments } from './appointments.js';
+import { setTimeZone, when } from './clock.js';
+import { $, bdi, el } from './dom.js';
+import { estimate, outcomeBadge, outcomeWords, renderResult } from './result.js';
 
-const $ = (id) => document.getElementById(id);
 const V2_0203 = 'http://terminology.hl7.org/CodeSystem/v2-0203';
 const REQUEST_SYSTEM = 'urn:fhir-eligibility-adapter:front-desk';
 const EMIRATES_ID = /^784-?\d{4}-?\d{7}-?\d$/;
 const POLL_MS = 1000;
-const ALL_PAYERS = '*';
+/** The payer code of a search across all payers (purpose discovery), as the upstream names it. */
+const ALL_PAYERS = 'ALL';
+const BENEFIT_CATEGORY = 'http://terminology.hl7.org/CodeSystem/ex-benefitcategory';
+/** The category $estimate is asked about, by the visit type's `system|code` (from /app/api/visit-types). */
+const categoryOfVisitType = new Map();
+/** Known payer names by code (from /app/api/payers). */
+const payerNames = new Map();
 
 /** A new request identifier (crypto.randomUUID needs a secure context; this does not). */
 function newIdentifier() {
   const bytes = crypto.getRandomValues(new Uint8Array(16));
   return Array.from(bytes, (b) => b.toString(16).padStart(2, '0')).join('');
-}
-
-function el(tag, props = {}, ...children) {
-  const element = document.createElement(tag);
-  for (const [name, value] of Object.entries(props)) {
-    if (name === 'text') element.textContent = value;
-    else if (name.startsWith('on')) element.addEventListener(name.slice(2), value);
-    else element.setAttribute(name, value);
-  }
-  element.append(...children);
-  return element;
-}
-
-/** A name or text that may be Arabic, isolated so it reads right-to-left inside this page. */
-const bdi = (text) => el('bdi', { text: text ?? '' });
-
-function when(iso) {
-  if (!iso) return '';
-  const match = /^(\d{4}-\d{2}-\d{2})T(\d{2}:\d{2})/.exec(iso);
-  return match ? `${match[1]} ${match[2]} UTC` : iso;
 }
 
 // ---------------------------------------------------------------- sign in and tabs
@@ -48,12 +35,12 @@ async function signIn(key) {
   if (payers.status !== 200) return outcomeText(payers.json, payers.status);
   const visitTypes = await call('/app/api/visit-types', { key });
   if (visitTypes.status !== 200) return outcomeText(visitTypes.json, visitTypes.status);
+  const settings = await call('/app/api/settings', { key });
+  if (settings.status !== 200) return outcomeText(settings.json, settings.status);
   session.key = key;
-  fillSelect($('payer'), [
-    ...payers.json.payers.map((p) => ({ value: p.code, label: p.display })),
-    // A search across every payer the upstream knows (purpose discovery): one answer per payer found.
-    { value: ALL_PAYERS, label: 'All payers (search)' },
-  ]);
+  setTimeZone(settings.json.timeZone);
+  fillPayers(payers.json);
+  for (const v of visitTypes.json.visitTypes) categoryOfVisitType.set(`${v.system}|${v.code}`, v.category);
   fillSelect(
     $('visit-type'),
     visitTypes.json.visitTypes.map((v) => ({ value: `${v.system}|${v.code}`, label: v.display })),
@@ -76,6 +63,36 @@ function openAnswer(path) {
 
 function fillSelect(select, options) {
   select.replaceChildren(...options.map((o) => el('option', { value: o.value }, o.label)));
+}
+
+/**
+ * The payer field takes any payer code (the service passes every code through); it suggests the
+ * clinic's recent payers first, then the known ones, then a search across all payers.
+ */
+function fillPayers({ payers, recent }) {
+  payerNames.clear();
+  for (const p of payers) payerNames.set(p.code, p.display);
+  const option = (code, label) => el('option', { value: code }, label);
+  const known = payers.filter((p) => !recent.includes(p.code));
+  $('payer-list').replaceChildren(
+    ...recent.map((code) => option(code, `Recent: ${payerNames.get(code) ?? code}`)),
+    ...known.map((p) => option(p.code, p.display)),
+    // A search across every payer the upstream knows (purpose discovery): one answer per payer found.
+    option(ALL_PAYERS, 'All payers (search)'),
+  );
+  $('payer').value = recent[0] ?? payers[0]?.code ?? '';
+  showPayerName();
+}
+
+const payerCodeOf = (value) => value.trim().toUpperCase();
+
+function showPayerName() {
+  const code = payerCodeOf($('payer').value);
+  $('payer-name').textContent =
+    code === ALL_PAYERS
+      ? 'All payers (search): one answer per payer that finds the member.'
+      : (payerNames.get(code) ??
+        (code ? 'A payer code the list does not name: it is sent as typed.' : 'Type a payer code.'));
 }
 
 function signOut() {
@@ -185,13 +202,18 @@ async function runCheck(check, { fresh = false } = {}) {
 
 function show(cer, etag, path) {
   if (cer.outcome === 'queued') {
-    const headline = headlineOf(cer.text?.div) || 'Still checking';
-    progress(`${headline}. This page updates by itself.`);
+    progress(`${outcomeWords(cer)}. This page updates by itself.`);
     polling = { path, etag, timer: setTimeout(() => void follow(path, etag), POLL_MS) };
     return;
   }
-  progress(`Done: ${headlineOf(cer.text?.div) || cer.outcome}.`);
-  showResult(cer);
+  // Said once on screen (the result's headline); a screen reader hears it here too.
+  $('progress').replaceChildren(
+    'Done: the answer is below.',
+    el('span', { class: 'visually-hidden', text: ` ${outcomeWords(cer)}.` }),
+  );
+  showResult(cer, lastCheck?.id === cer.id ? lastCheck.visitType : undefined);
+  // The answer is what the desk reads next: brought into view, the focus left where it was.
+  $('result').scrollIntoView({ block: 'start' });
   void loadRecent();
 }
 
@@ -209,42 +231,39 @@ async function follow(path, etag) {
   show(read.json, read.headers.get('etag'), path);
 }
 
-function showResult(cer) {
+/** The category $estimate is asked about for the shown check: its visit type's, else Consultation. */
+let shownCategory = null;
+
+/** `visitType` is the check's `system|code` (its request's item category), when known. */
+function showResult(cer, visitType) {
   shownId = cer.id;
-  const target = $('narrative');
-  if (!showNarrative(target, cer.text?.div)) {
-    target.replaceChildren(el('p', { text: cer.disposition ?? `Outcome: ${cer.outcome}`, dir: 'auto' }));
-  }
-  showDocuments(cer);
+  const [system, code] = (visitType ?? '').split('|');
+  shownCategory =
+    categoryOfVisitType.get(visitType) ??
+    (system === BENEFIT_CATEGORY ? { system, code } : { system: BENEFIT_CATEGORY, code: '3' });
+  renderResult(cer, { onOpen: (url, title) => void openDocument(url, title) });
   $('result').hidden = false;
 }
 
-/** The documents and screenshots of a CER: opened with the key, never with a link carrying it. */
-function showDocuments(cer) {
-  const ids = (cer.extension ?? [])
-    .filter((e) => /\/(portal-document|portal-screenshot)$/.test(e.url))
-    .map((e) => e.valueReference?.reference?.slice(1));
-  const docs = (cer.contained ?? []).filter(
-    (r) => r.resourceType === 'DocumentReference' && ids.includes(r.id),
-  );
-  const list = $('documents');
-  list.replaceChildren();
-  if (docs.length === 0) return;
-  const items = docs.map((doc) => {
-    const attachment = doc.content?.[0]?.attachment ?? {};
-    const title = attachment.title ?? doc.description ?? 'Document';
-    return el(
-      'li',
-      {},
-      el(
-        'button',
-        { type: 'button', onclick: () => void openDocument(attachment.url, title) },
-        'Open ',
-        bdi(title),
-      ),
+/** A fee as the desk types it (`150`, `150.50`, `1,200`): AED with at most two decimals, or null. */
+function feeOf(text) {
+  const plain = text.replace(/[\s,]/g, '');
+  return /^\d{1,7}(\.\d{1,2})?$/.test(plain) ? Number(plain) : null;
+}
+
+async function askEstimate() {
+  const fee = feeOf($('fee').value);
+  if (fee === null) {
+    $('share').hidden = false;
+    $('share').replaceChildren(
+      el('p', { class: 'error', text: 'Enter the fee in AED, for example 150 or 150.50.' }),
     );
-  });
-  list.append(el('h3', { text: 'Documents' }), el('ul', {}, ...items));
+    $('fee').focus();
+    return;
+  }
+  if (!shownId || !shownCategory) return;
+  const status = await estimate(shownId, fee, shownCategory);
+  if (status === 401) signOut();
 }
 
 async function openDocument(url, title) {
@@ -314,10 +333,10 @@ async function loadRecent() {
   }
   const resources = (found.json.entry ?? []).map((e) => e.resource).filter(Boolean);
   const cers = resources.filter((r) => r.resourceType === 'CoverageEligibilityResponse');
-  const names = new Map(
+  const requests = new Map(
     resources
       .filter((r) => r.resourceType === 'CoverageEligibilityRequest')
-      .map((r) => [`CoverageEligibilityRequest/${r.id}`, patientNameOf(r)]),
+      .map((r) => [`CoverageEligibilityRequest/${r.id}`, r]),
   );
   $('recent-note').textContent = cers.length === 0 ? 'No checks match.' : '';
   list.replaceChildren(
@@ -327,13 +346,17 @@ async function loadRecent() {
         {},
         badge(cer),
         ' ',
-        bdi(names.get(cer.request?.reference) ?? ''),
+        bdi(patientNameOf(requests.get(cer.request?.reference))),
         ' ',
         bdi(cer.insurer?.display ?? cer.insurer?.identifier?.value ?? ''),
         ' ',
         el('time', { datetime: cer.created ?? '', text: when(cer.created) }),
         ' ',
-        el('button', { type: 'button', onclick: () => showRecent(cer) }, 'Show'),
+        el(
+          'button',
+          { type: 'button', onclick: () => showRecent(cer, requests.get(cer.request?.reference)) },
+          'Show',
+        ),
       ),
     ),
   );
@@ -341,6 +364,7 @@ async function loadRecent() {
 
 /** The patient's name in a stored request (its contained Patient), or ''. */
 function patientNameOf(request) {
+  if (!request) return '';
   const ref = request.patient?.reference;
   const patient = (request.contained ?? []).find((r) => `#${r.id}` === ref);
   const name = patient?.name?.[0];
@@ -349,21 +373,21 @@ function patientNameOf(request) {
 
 /** The outcome in words, coloured by what it means for the desk (the words carry it too). */
 function badge(cer) {
-  const words = headlineOf(cer.text?.div) || cer.outcome;
-  const tone = words.startsWith('Eligible') ? 'ok' : cer.outcome === 'queued' ? 'wait' : 'bad';
+  const { words, tone } = outcomeBadge(cer);
   return el('span', { class: `badge ${tone}`, text: words });
 }
 
-function showRecent(cer) {
+function showRecent(cer, request) {
   stopPolling();
   if (cer.outcome === 'queued') {
     void follow(`/fhir/CoverageEligibilityResponse/${encodeURIComponent(cer.id)}`, null);
     return;
   }
   progress('');
-  showResult(cer);
+  const coding = request?.item?.[0]?.category?.coding?.[0];
+  showResult(cer, coding ? `${coding.system}|${coding.code}` : undefined);
   $('result').scrollIntoView();
-  $('narrative').focus();
+  $('outcome').focus();
 }
 
 // ---------------------------------------------------------------- operator view
@@ -463,14 +487,19 @@ function start() {
   }
   $('check-form').addEventListener('submit', (event) => {
     event.preventDefault();
-    const payer = $('payer');
+    const payerCode = payerCodeOf($('payer').value);
     void runCheck({
       patientId: $('patient-id').value.trim(),
       patientName: $('patient-name').value.trim(),
-      payerCode: payer.value,
-      payerName: payer.selectedOptions[0]?.textContent ?? payer.value,
+      payerCode,
+      payerName: payerNames.get(payerCode) ?? payerCode,
       visitType: $('visit-type').value,
     });
+  });
+  $('payer').addEventListener('input', showPayerName);
+  $('estimate-form').addEventListener('submit', (event) => {
+    event.preventDefault();
+    void askEstimate();
   });
   $('check-again').addEventListener('click', () => void checkAgain());
   startAppointments(openAnswer);
@@ -480,7 +509,6 @@ function start() {
   });
   $('recent-outcome').addEventListener('change', () => void loadRecent());
   $('operator-refresh').addEventListener('click', () => void loadOperator());
-  $('narrative').tabIndex = -1;
   if (session.key) {
     void signIn(session.key).then((error) => {
       if (error) signOut();

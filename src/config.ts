@@ -38,9 +38,12 @@ export interface Tenant {
   previsitLeadMinutes?: number;
   /** Where a `servicedDate` appointment starts, `HH:MM` local time; absent = `08:00`. */
   previsitDayStart?: string;
-  /** The clinic's IANA time zone (its day, its appointment times); absent = `Asia/Dubai`. */
+  /** The clinic's IANA time zone (its day, its appointment times); absent = DEFAULT_TIME_ZONE. */
   timeZone?: string;
 }
+
+/** The time zone of a tenant that does not set one: the UAE's. */
+export const DEFAULT_TIME_ZONE = 'Asia/Dubai';
 
 /**
  * A system client registered for SMART Backend Services: its public keys (inline JWKS or a URL)
@@ -305,7 +308,7 @@ const tenantsSchema = (env: NodeJS.ProcessEnv) =>
             .string()
             .regex(/^([01]\d|2[0-3]):[0-5]\d$/, 'previsitDayStart must be HH:MM (24 h)')
             .optional(),
-          timeZone: z.string().refine(isTimeZone, 'timeZone must be an IANA time zone name').optional(),
+          timeZone: z.string().refine(isTimeZone, 'timeZone must be an IANA time zone such as Asia/Dubai').optional(),
         }),
       )
       .min(1),
@@ -349,6 +352,7 @@ function loadTenants(file: string, env: NodeJS.ProcessEnv): Tenant[] {
       maxInFlight: t.maxInFlight,
       ...(t.subscriptionEndpoints ? { subscriptionEndpoints: t.subscriptionEndpoints } : {}),
       reuseWindowMinutes: t.reuseWindowMinutes,
+      ...(t.timeZone ? { timeZone: t.timeZone } : {}),
       ...(t.smartClients.length > 0
         ? {
             smartClients: t.smartClients.map((c) => ({

@@ -4,7 +4,9 @@
  * every time is given (epoch ms), so the rule is tested alone (test/unit/previsit.test.ts).
  */
 import type { CoverageEligibilityRequest } from 'fhir/r4.js';
-import { DEFAULT_PREVISIT_LEAD_MINUTES, type Tenant } from '../config.js';
+import { DEFAULT_PREVISIT_LEAD_MINUTES, DEFAULT_TIME_ZONE, type Tenant } from '../config.js';
+
+export { DEFAULT_TIME_ZONE } from '../config.js';
 
 /** A clinic's settings for appointments (tenants file, PREVISIT_LEAD_MINUTES). */
 export interface PrevisitSettings {
@@ -17,7 +19,6 @@ export interface PrevisitSettings {
 }
 
 export const DEFAULT_DAY_START = '08:00';
-export const DEFAULT_TIME_ZONE = 'Asia/Dubai';
 /** An appointment at most this far ahead (days); farther is refused with a 422. */
 export const MAX_DAYS_AHEAD = 366;
 

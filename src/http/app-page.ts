@@ -12,7 +12,13 @@ import { appointmentsView } from '../operations/appointments-view.js';
 import type { Tenant } from '../config.js';
 import { badRequest } from '../fhir/outcomes.js';
 import type { Logger } from '../log.js';
-import { operatorView, payerOptions, resetGuard, visitTypeOptions } from '../operations/front-desk.js';
+import {
+  deskSettings,
+  operatorView,
+  payerOptions,
+  resetGuard,
+  visitTypeOptions,
+} from '../operations/front-desk.js';
 import type { AuditTrail } from '../checks/audit.js';
 import { authenticate } from './middleware.js';
 import { audited } from './security.js';
@@ -61,8 +67,11 @@ export function appPageRouter(deps: AppPageDeps): Router {
   const router = express.Router();
   const api = express.Router();
   api.use(authenticate(deps.tenants));
-  api.get('/payers', (_req, res) => {
-    res.json({ payers: payerOptions() });
+  api.get('/payers', async (_req, res) => {
+    res.json(await payerOptions(deps.store, res.locals.tenant as Tenant));
+  });
+  api.get('/settings', (_req, res) => {
+    res.json(deskSettings(res.locals.tenant as Tenant));
   });
   api.get('/visit-types', (_req, res) => {
     res.json({ visitTypes: visitTypeOptions() });

@@ -1,16 +1,18 @@
 /**
- * The small JSON answers of the front-desk page (/app/, docs/front-desk.md): the payers and visit
- * types its form offers, and the operator view of one tenant (what `npm run admin` shows for all
+ * The small JSON answers of the front-desk page (/app/, docs/front-desk.md): the payers (known and
+ * the tenant's recent ones) and visit types its form offers, the tenant's time zone, and the operator view of one tenant (what `npm run admin` shows for all
  * of them): its payer guards, its stuck checks and its queue. Always scoped to the calling tenant;
  * no patient data (no identifiers, names or CER text) in any of them.
  */
 import type { CheckStore } from '../checks/store/check-store.js';
 import { SLOT_STATES, guardPayer } from '../checks/store/check-store.js';
 import type { Tenant } from '../config.js';
+import { DEFAULT_TIME_ZONE } from '../config.js';
 import { OperationOutcomeError, outcome } from '../fhir/outcomes.js';
 import type { Logger } from '../log.js';
 import { safeLabel } from '../log.js';
-import { knownPayers, visitTypeGroups } from '../mapping/request/tables.js';
+import { frontDeskVisitTypes, knownPayers } from '../mapping/request/tables.js';
+import { SERVICE_CATEGORY_SYSTEM } from '../mapping/response/codes.js';
 
 export interface PayerOption {
   code: string;
@@ -22,6 +24,8 @@ export interface VisitTypeOption {
   system: string;
   code: string;
   display: string;
+  /** The category $estimate is asked about for this visit (service-category CodeSystem). */
+  category: { system: string; code: string };
 }
 
 export interface OperatorView {
@@ -44,16 +48,38 @@ export interface OperatorView {
   queues: { clinic: string; waiting: number; running: number }[];
 }
 
-/** The payers the form offers: the known payers of mappings/payers.json (any other code still works over FHIR). */
-export function payerOptions(): PayerOption[] {
-  return knownPayers().map((p) => ({ code: p.code, display: p.display }));
+/** How many of the tenant's newest checks are read for its recent payers. */
+const RECENT_CHECKS = 50;
+/** How many recent payers the form suggests. */
+const RECENT_PAYERS = 5;
+
+/**
+ * The payers the form suggests: the known payers of mappings/payers.json, and the payer codes of
+ * the tenant's newest checks (newest first, each once, any code: the contract passes every code
+ * through). The form takes any other code too.
+ */
+export async function payerOptions(
+  store: CheckStore,
+  tenant: Tenant,
+): Promise<{ payers: PayerOption[]; recent: string[] }> {
+  const { checks } = await store.search(tenant.id, {}, { count: RECENT_CHECKS, offset: 0 });
+  const recent = [
+    ...new Set(checks.filter((c) => !c.isSearchAll).map((c) => c.payerCode.toUpperCase())),
+  ].slice(0, RECENT_PAYERS);
+  return { payers: knownPayers().map((p) => ({ code: p.code, display: p.display })), recent };
 }
 
-/** The visit types the form offers: the rows of mappings/visit-types.json. */
+/** The visit types the form offers: `frontDesk` of mappings/visit-types.json, common first, each once. */
 export function visitTypeOptions(): VisitTypeOption[] {
-  return visitTypeGroups().flatMap((group) =>
-    group.element.map((e) => ({ system: group.source, code: e.code, display: e.display ?? e.title })),
-  );
+  return frontDeskVisitTypes().map(({ serviceCategory, ...v }) => ({
+    ...v,
+    category: { system: SERVICE_CATEGORY_SYSTEM, code: serviceCategory },
+  }));
+}
+
+/** What the page needs to know about the signed-in tenant: its id and the time zone it reads times in. */
+export function deskSettings(tenant: Tenant): { tenant: string; timeZone: string } {
+  return { tenant: tenant.id, timeZone: tenant.timeZone ?? DEFAULT_TIME_ZONE };
 }
 
 const iso = (ms: number): string => new Date(ms).toISOString();

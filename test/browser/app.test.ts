@@ -7,7 +7,7 @@
  * Also every narrative the mapper writes goes through Chromium's XML parser (FHIR XHTML).
  */
 import { readFileSync, readdirSync, statSync } from 'node:fs';
-import type { Browser } from 'playwright-core';
+import type { Browser, Page } from 'playwright-core';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { CANONICAL_BASE } from '../../src/fhir/canonical.js';
 import { mapEnvelope } from '../../src/mapping/response/index.js';
@@ -72,7 +72,7 @@ describe('the front-desk page', () => {
     await page.getByLabel('API key').fill(TENANT_A_KEY);
     await page.getByRole('button', { name: 'Sign in' }).click();
     await page.getByLabel('Emirates ID or card number').waitFor();
-    expect(await page.getByLabel('Payer').locator('option').count()).toBeGreaterThan(3);
+    expect(await page.locator('#payer-list option').count()).toBeGreaterThan(3);
     expect(await page.getByLabel('Visit type').locator('option').count()).toBeGreaterThan(1);
     expect(page.url()).not.toContain(TENANT_A_KEY);
     // The page's own policy: scripts and requests from this origin only.
@@ -104,9 +104,9 @@ describe('the front-desk page', () => {
     const { page } = await open();
     await signIn(page, harness.url, TENANT_A_KEY);
     const text = await runCheck(page, '784-1990-0000001-1');
-    // The narrative starts with the visit summary (issue 28), then the outcome.
-    expect(text).toMatch(/^Eligibility result\s+What to collect\s[\s\S]*?\bEligible\b/);
+    expect(text).toMatch(/^Eligibility result\s+Eligible at Daman\b/);
     expect(text).toContain('A GP referral is required for specialist visits');
+    expect(text).toMatch(/Checked: \d{4}-\d{2}-\d{2} \d{2}:\d{2} Dubai time/);
     const result = page.getByRole('region', { name: 'Eligibility result' });
     expect(await result.locator('table tbody tr').count()).toBeGreaterThan(1);
     expect(await result.getByRole('button', { name: /^Open / }).count()).toBeGreaterThan(0);
@@ -160,8 +160,8 @@ describe('the front-desk page', () => {
   it('searches all payers: one section per payer that found the member', async () => {
     const { page } = await open();
     await signIn(page, harness.url, TENANT_A_KEY);
-    const text = await runCheck(page, '784-1990-0000031-1', '*');
-    expect(text).toMatch(/^Eligibility result\s+What to collect \([\s\S]*?\bEligible at 2 payers\b/);
+    const text = await runCheck(page, '784-1990-0000031-1', 'ALL');
+    expect(text).toMatch(/^Eligibility result\s+Eligible at 2 payers\b/);
     expect(text.match(/Payer: /g)?.length).toBe(2);
   });
 
@@ -208,14 +208,17 @@ describe('the front-desk page', () => {
     await page.keyboard.type('784-1990-0000009-9');
     await page.keyboard.press('Tab'); // Patient name (optional)
     await page.keyboard.type('مريم الهاشمي');
-    await page.keyboard.press('Tab'); // Payer (the first is selected)
+    await page.keyboard.press('Tab'); // Payer (the most recent payer is filled in)
+    await page.keyboard.press('Control+A');
+    await page.keyboard.type('NEURON');
     await page.keyboard.press('Tab'); // Visit type
     await page.keyboard.press('Tab'); // Check eligibility
     expect(await page.evaluate(() => document.activeElement?.textContent?.trim())).toBe('Check eligibility');
     await page.keyboard.press('Enter');
     await page.getByRole('status').filter({ hasText: /^Done/ }).waitFor({ timeout: 20_000 });
     const result = await page.getByRole('region', { name: 'Eligibility result' }).innerText();
-    expect(result).toContain('The member holds 3 cards; this is card 2');
+    expect(result).toMatch(/^Eligibility result\s+Eligible at Neuron on card 2 of 3\b/);
+    expect(result).toContain('Card 2 of 3 shown');
     // The Arabic name shows in recent checks, isolated right-to-left inside this left-to-right page.
     const name = page
       .getByRole('region', { name: 'Recent checks' })
@@ -279,6 +282,217 @@ describe('the front-desk page', () => {
     await page.getByRole('tab', { name: 'Operator' }).click();
     await page.getByRole('region', { name: 'Queues' }).locator('table').waitFor();
     expect(await overflow()).toBeLessThanOrEqual(0);
+  });
+});
+
+/** The page's horizontal overflow in px (0 or less: nothing to scroll sideways). */
+const overflowOf = (page: Page) =>
+  page.evaluate(() => document.documentElement.scrollWidth - document.documentElement.clientWidth);
+
+/**
+ * Every benefits-table cell with text that is not fully inside the window or is cut by its own
+ * box (a figure a receptionist could not read without scrolling); [] when all can be read.
+ */
+const cutCells = (page: Page) =>
+  page.evaluate(() =>
+    Array.from(document.querySelectorAll('table.benefits td'))
+      .filter((td) => td.textContent?.trim() && td.getClientRects().length > 0)
+      .filter((td) => {
+        const box = td.getBoundingClientRect();
+        return box.left < 0 || box.right > window.innerWidth || td.scrollWidth > td.clientWidth + 1;
+      })
+      .map((td) => td.textContent?.trim() ?? ''),
+  );
+
+describe('what to collect: the result a receptionist reads', () => {
+  for (const width of [1280, 360]) {
+    it(`at ${width} px: an eligible member says so once, with the claim ids, the table, each message and document once, every figure readable`, async () => {
+      const { page } = await open({ width, height: 900 });
+      await signIn(page, harness.url, TENANT_A_KEY);
+      const text = await runCheck(page, '784-1990-0000001-1', 'DAMAN');
+      const result = page.getByRole('region', { name: 'Eligibility result' });
+      expect(text).toMatch(/^Eligibility result\s+Eligible at Daman\b/);
+      // The outcome once: no `Eligible: yes`, no second headline.
+      expect(text.match(/\beligible\b/gi)?.length).toBe(1);
+      expect(text).toMatch(/Member id\s+DAMAN-/);
+      // The visit summary first, then the ids the claim needs, then the tables per portal block.
+      const at = (words: string) => text.indexOf(words);
+      expect(at('What to collect')).toBeGreaterThan(0);
+      expect(text).toContain('Consultation (Outpatient, GN+): 20% of the fee, at most AED 50 per visit');
+      expect(at('What to collect')).toBeLessThan(at('Member id'));
+      expect(at('Member id')).toBeLessThan(at('Outpatient benefits'));
+      expect(at('Outpatient benefits')).toBeLessThan(at('Maternity benefits'));
+      // A maximum the portal gives as 0 never reads as a figure: `none given by the portal`.
+      const maxima = await result
+        .locator('table.benefits td[data-label="Copay maximum"]')
+        .evaluateAll((cells) => cells.map((c) => c.textContent?.trim()));
+      expect(maxima).toContain('none given by the portal');
+      expect(maxima).not.toContain('0');
+      // A structured note of the portal in words, never raw JSON.
+      expect(text).toContain('Limits: annual limit AED 15,000');
+      expect(text).not.toMatch(/[{}]/);
+      expect(text).toMatch(/Eligibility id\s+ELG-/);
+      expect(await result.getByLabel('Fee (AED)').isVisible()).toBe(true);
+      expect(await result.locator('table.benefits tbody tr').count()).toBeGreaterThan(1);
+      for (const message of ['Prior approval request PA-2291', 'Claim form must be signed']) {
+        expect(text.split(message).length - 1, message).toBe(1);
+      }
+      const buttons = await result.getByRole('button', { name: /^Open / }).allInnerTexts();
+      expect(buttons).toEqual(
+        expect.arrayContaining(['Open Payer portal screenshot', 'Open Eligibility Letter']),
+      );
+      expect(new Set(buttons).size).toBe(buttons.length);
+      expect(await overflowOf(page)).toBeLessThanOrEqual(0);
+      expect(await cutCells(page)).toEqual([]);
+      // The yearly copay cap in full, nowhere cut off.
+      const cap = result.locator('table.benefits td', { hasText: 'AED 500 per year' }).first();
+      const box = await cap.boundingBox();
+      expect(box && box.x >= 0 && box.x + box.width <= width).toBe(true);
+    });
+  }
+
+  it('estimates the patient share by keyboard alone: Fee (AED), Estimate, `Collect AED <amount>` and the sentence it came from', async () => {
+    const { page } = await open({ width: 360, height: 780 });
+    await signIn(page, harness.url, TENANT_A_KEY);
+    await runCheck(page, '784-1990-0000001-1', 'DAMAN');
+    // From the button just used, Tab reaches the fee (the result's first field) without the mouse.
+    await page.getByRole('button', { name: 'Check eligibility' }).focus();
+    for (let i = 0; i < 20 && (await page.evaluate(() => document.activeElement?.id)) !== 'fee'; i++) {
+      await page.keyboard.press('Tab');
+    }
+    expect(await page.evaluate(() => document.activeElement?.id)).toBe('fee');
+    await page.keyboard.type('300');
+    await page.keyboard.press('Tab');
+    expect(await page.evaluate(() => document.activeElement?.textContent?.trim())).toBe('Estimate');
+    const asked = page.waitForRequest((r) => r.url().endsWith('/$estimate'));
+    await page.keyboard.press('Enter');
+    const body = JSON.parse((await asked).postData() ?? '{}');
+    expect(body.parameter[0].part).toEqual([
+      {
+        name: 'category',
+        valueCoding: { system: expect.stringMatching(/service-category$/), code: 'consultation' },
+      },
+      { name: 'fee', valueMoney: { value: 300, currency: 'AED' } },
+    ]);
+    const share = page.getByRole('region', { name: 'Patient share' });
+    await share.filter({ hasText: 'Collect AED' }).waitFor();
+    const text = await share.innerText();
+    // 20% of 300 is 60, at most AED 50 per visit: collect 50.
+    expect(text).toMatch(/^Collect AED 50\.00\b/);
+    expect(text).toContain('Consultation (Outpatient, GN+): 20% of the fee, at most AED 50 per visit');
+    expect(await overflowOf(page)).toBeLessThanOrEqual(0);
+    // A fee the desk mistyped is refused on the page, and nothing is asked.
+    await page.getByLabel('Fee (AED)').fill('3OO');
+    await page.getByLabel('Fee (AED)').press('Enter');
+    await share.filter({ hasText: 'Enter the fee in AED' }).waitFor();
+  });
+
+  it('a not-eligible member: why and what to do, no table of `Covered`, no fee, the screenshot', async () => {
+    const { page } = await open({ width: 360, height: 780 });
+    await signIn(page, harness.url, TENANT_A_KEY);
+    const text = await runCheck(page, '784-1990-0000002-2', 'NAS');
+    const result = page.getByRole('region', { name: 'Eligibility result' });
+    expect(text).toMatch(/^Eligibility result\s+Not eligible at NAS\b/);
+    expect(text).toContain('Policy lapsed');
+    expect(text).toContain('Next: do not bill this payer');
+    expect(await result.locator('table').count()).toBe(0);
+    expect(text).not.toContain('Covered');
+    expect(await result.getByLabel('Fee (AED)').isVisible()).toBe(false);
+    expect(await result.getByRole('button', { name: 'Open Payer portal screenshot' }).count()).toBe(1);
+    expect(await overflowOf(page)).toBeLessThanOrEqual(0);
+  });
+
+  it('member not found: what happened and what to do (the card number), the screenshot, no letters or forms', async () => {
+    const { page } = await open({ width: 1280, height: 900 });
+    await signIn(page, harness.url, TENANT_A_KEY);
+    const text = await runCheck(page, '784-1990-0000003-3', 'DAMAN');
+    const result = page.getByRole('region', { name: 'Eligibility result' });
+    expect(text).toMatch(/^Eligibility result\s+Member not found at Daman\b/);
+    expect(text).not.toContain('No determination');
+    expect(text).toContain('check again with the insurance card number');
+    const buttons = await result.getByRole('button', { name: /^Open / }).allInnerTexts();
+    expect(buttons).toEqual(['Open Payer portal screenshot']);
+    expect(await result.getByLabel('Fee (AED)').isVisible()).toBe(false);
+    expect(await result.locator('table').count()).toBe(0);
+    // `Try the card number` puts the cursor in the identifier field, emptied for the card number.
+    await result.getByRole('button', { name: 'Try the card number' }).click();
+    expect(await page.evaluate(() => document.activeElement?.id)).toBe('patient-id');
+    expect(await page.getByLabel('Emirates ID or card number').inputValue()).toBe('');
+    expect(await overflowOf(page)).toBeLessThanOrEqual(0);
+  });
+
+  for (const width of [1280, 360]) {
+    it(`at ${width} px: a multi-card member: which card is shown and what to do about the others`, async () => {
+      const { page } = await open({ width, height: 900 });
+      await signIn(page, harness.url, TENANT_A_KEY);
+      const text = await runCheck(page, '784-1990-0000009-9', 'NEURON');
+      expect(text).toMatch(/^Eligibility result\s+Eligible at Neuron on card 2 of 3\b/);
+      expect(text).toMatch(/Card 2 of 3 shown \(\S+\): package \S+/);
+      expect(text).toContain(
+        'The other 2 are not shown: to check one, run a new check with its card number.',
+      );
+      expect(await overflowOf(page)).toBeLessThanOrEqual(0);
+      expect(await cutCells(page)).toEqual([]);
+    });
+  }
+
+  it('isolates user text: a name with U+202E does not show reversed, a 60,000-character name does not widen the page', async () => {
+    const { page } = await open({ width: 1280, height: 900 });
+    await signIn(page, harness.url, TENANT_A_KEY);
+    await page.getByLabel('Patient name (optional)').fill('\u202EOmar Haddad');
+    await runCheck(page, '784-1990-0000021-1', 'DAMAN');
+    const recent = page.getByRole('region', { name: 'Recent checks' });
+    const name = recent.locator('bdi', { hasText: 'Omar Haddad' }).first();
+    await name.waitFor();
+    expect(await name.evaluate((e) => e.textContent)).toBe('Omar Haddad');
+    // Rendered left to right as typed: the `O` is left of the `d`.
+    const [first, last] = await name.evaluate((e) => {
+      const range = document.createRange();
+      const text = e.firstChild as Text;
+      range.setStart(text, 0);
+      range.setEnd(text, 1);
+      const o = range.getBoundingClientRect().left;
+      range.setStart(text, text.length - 1);
+      range.setEnd(text, text.length);
+      return [o, range.getBoundingClientRect().left];
+    });
+    expect(first).toBeLessThan(last);
+
+    await page.getByLabel('Patient name (optional)').fill('W'.repeat(60_000));
+    await runCheck(page, '784-1990-0000022-2', 'DAMAN');
+    await recent.locator('bdi', { hasText: 'WWWW' }).first().waitFor();
+    expect(await overflowOf(page)).toBeLessThanOrEqual(0);
+    await page.setViewportSize({ width: 360, height: 780 });
+    expect(await overflowOf(page)).toBeLessThanOrEqual(0);
+  });
+
+  it('the form: any payer code with known and recent payers as suggestions, a short list of visit types, Consultation first', async () => {
+    const { page } = await open({ width: 1280, height: 900 });
+    await signIn(page, harness.url, TENANT_A_KEY);
+    const suggested = await page
+      .locator('#payer-list option')
+      .evaluateAll((options) => options.map((o) => (o as HTMLOptionElement).value));
+    // Every payer the sandbox knows, each once, and the search across all payers.
+    for (const code of ['DAMAN', 'WATANIA', 'INAYAH', 'LIFELINE', 'ALBUHAIRA', 'MSH', 'ALL'])
+      expect(suggested, code).toContain(code);
+    expect(new Set(suggested).size).toBe(suggested.length);
+    const visitTypes = await page.getByLabel('Visit type').locator('option').allInnerTexts();
+    expect(visitTypes[0]).toBe('Consultation');
+    expect(await page.getByLabel('Visit type').inputValue()).toMatch(/\|consultation$/);
+    expect(visitTypes.length).toBeLessThanOrEqual(12);
+    expect(new Set(visitTypes).size).toBe(visitTypes.length);
+    // A code the list does not name goes through as typed (upper-cased), and becomes a recent payer.
+    await page.getByLabel('Payer', { exact: true }).fill('zzpay');
+    expect(await page.locator('#payer-name').innerText()).toContain('does not name');
+    const sent = page.waitForRequest((r) => r.url().endsWith('/$submit'));
+    await page.getByLabel('Emirates ID or card number').fill('784-1990-0000023-3');
+    await page.getByRole('button', { name: 'Check eligibility' }).click();
+    expect((await sent).postData()).toContain('"value":"ZZPAY"');
+    await page.getByRole('status').filter({ hasText: /^Done/ }).waitFor({ timeout: 20_000 });
+    await page.reload();
+    await page.getByLabel('Emirates ID or card number').waitFor();
+    expect(await page.getByLabel('Payer', { exact: true }).inputValue()).toBe('ZZPAY');
+    expect(await page.locator('#payer-list option').first().getAttribute('value')).toBe('ZZPAY');
   });
 });
 

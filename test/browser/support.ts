@@ -70,7 +70,8 @@ export async function signIn(page: Page, origin: string, key: string): Promise<v
 /** Runs one check from the form and waits for its result (the `Eligibility result` region). */
 export async function runCheck(page: Page, patientId: string, payer = 'DAMAN'): Promise<string> {
   await page.getByLabel('Emirates ID or card number').fill(patientId);
-  await page.getByLabel('Payer').selectOption(payer);
+  // The payer field takes any code (a list of suggestions beside it): typed as a receptionist does.
+  await page.getByLabel('Payer', { exact: true }).fill(payer);
   await page.getByRole('button', { name: 'Check eligibility' }).click();
   await page.getByRole('status').filter({ hasText: /^Done/ }).waitFor({ timeout: 20_000 });
   const result = page.getByRole('region', { name: 'Eligibility result' });

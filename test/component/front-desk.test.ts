@@ -7,7 +7,11 @@
 import type { CoverageEligibilityResponse, OperationOutcome } from 'fhir/r4.js';
 import request from 'supertest';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { OperatorView } from '../../src/operations/front-desk.js';
+import { CANONICAL_BASE } from '../../src/fhir/canonical.js';
+import { SERVICE_CATEGORY_SYSTEM } from '../../src/mapping/response/codes.js';
+import { serviceCategories } from '../../src/mapping/response/vocabulary.js';
+import type { OperatorView, VisitTypeOption } from '../../src/operations/front-desk.js';
+import { PAYERS as SANDBOX_PAYERS } from '../../src/sandbox/scenarios.js';
 import { expectValidFhir } from '../support/fhir.js';
 import type { Harness } from '../support/harness.js';
 import { postSubmit } from '../support/submit.js';
@@ -64,7 +68,12 @@ describe('the page', () => {
 
 describe('/app/api/', () => {
   it('needs the tenant key: 401 OperationOutcome without it or with a wrong one', async () => {
-    for (const path of ['/app/api/payers', '/app/api/visit-types', '/app/api/operator']) {
+    for (const path of [
+      '/app/api/payers',
+      '/app/api/visit-types',
+      '/app/api/settings',
+      '/app/api/operator',
+    ]) {
       for (const auth of [{}, { Authorization: 'Bearer wrong' }]) {
         const res = await request(h.url).get(path).set(auth);
         expect(res.status, path).toBe(401);
@@ -74,22 +83,38 @@ describe('/app/api/', () => {
     expect((await request(h.url).post('/app/api/guards/DAMAN/reset')).status).toBe(401);
   });
 
-  it('lists the payers and visit types the form offers, from the mapping tables', async () => {
+  it('lists the payers (known and recent) and the visit types the form offers, and the tenant time zone', async () => {
     const payers = await request(h.url).get('/app/api/payers').set(h.auth);
     expect(payers.status).toBe(200);
     expect(payers.body.payers).toEqual(
       expect.arrayContaining([{ code: 'DAMAN', display: 'Daman - National Health Insurance Company' }]),
     );
+    // Every payer the sandbox knows is named.
+    const codes = (payers.body.payers as { code: string }[]).map((p) => p.code);
+    for (const code of Object.keys(SANDBOX_PAYERS)) expect(codes, code).toContain(code);
+    // Recent: the tenant's newest checks' payer codes, newest first, any code, never another tenant's.
+    await submit(h.auth, '784-1990-0000001-1', 'zzrecent');
+    await submit(h.authB, '784-1990-0000001-1', 'OTHERTENANT');
+    const after = await request(h.url).get('/app/api/payers').set(h.auth);
+    expect(after.body.recent[0]).toBe('ZZRECENT');
+    expect(after.body.recent).not.toContain('OTHERTENANT');
+
     const visitTypes = await request(h.url).get('/app/api/visit-types').set(h.auth);
-    expect(visitTypes.body.visitTypes).toEqual(
-      expect.arrayContaining([
-        {
-          system: 'http://terminology.hl7.org/CodeSystem/ex-benefitcategory',
-          code: '3',
-          display: 'Consultation',
-        },
-      ]),
-    );
+    const list = visitTypes.body.visitTypes as VisitTypeOption[];
+    expect(list[0]).toEqual({
+      system: `${CANONICAL_BASE}/CodeSystem/visit-type`,
+      code: 'consultation',
+      display: 'Consultation',
+      category: { system: SERVICE_CATEGORY_SYSTEM, code: 'consultation' },
+    });
+    expect(list.length).toBeLessThanOrEqual(12);
+    expect(new Set(list.map((v) => v.display)).size).toBe(list.length);
+    // Each estimate category is a code of the service-category CodeSystem.
+    const categories = new Set(serviceCategories().map((c) => c.code));
+    for (const v of list) expect(categories.has(v.category.code), v.code).toBe(true);
+
+    const settings = await request(h.url).get('/app/api/settings').set(h.auth);
+    expect(settings.body).toEqual({ tenant: 'clinic-a', timeZone: 'Asia/Dubai' });
   });
 
   it("shows a tenant its own guards, stuck checks and queue, never another tenant's; resets only its own guard", async () => {

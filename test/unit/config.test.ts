@@ -2,7 +2,7 @@ import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { ConfigError, hashApiKey, loadConfig } from '../../src/config.js';
+import { ConfigError, DEFAULT_TIME_ZONE, hashApiKey, loadConfig } from '../../src/config.js';
 
 function tenantsFile(content: unknown): string {
   const dir = mkdtempSync(join(tmpdir(), 'tenants-'));
@@ -136,6 +136,19 @@ describe('loadConfig', () => {
     expect(loadConfig(env(30)).tenants[0]?.reuseWindowMinutes).toBe(30);
     for (const bad of [-1, 1.5, '60'])
       expect(() => loadConfig(env(bad)), String(bad)).toThrow(/reuseWindowMinutes/);
+  });
+
+  it('timeZone: absent by default (the page shows Asia/Dubai), an IANA name kept, anything else refused', () => {
+    const env = (extra: Record<string, unknown>) => ({
+      UPSTREAM_BASE_URL: 'https://upstream.example/v2/api-integration-v3',
+      TENANTS_FILE: tenantsFile({ tenants: [{ ...tenant, ...extra }] }),
+      CLINIC_A_KEY: 'upstream-secret',
+    });
+    expect(loadConfig(env({})).tenants[0]?.timeZone).toBeUndefined();
+    expect(DEFAULT_TIME_ZONE).toBe('Asia/Dubai');
+    expect(loadConfig(env({ timeZone: 'Asia/Riyadh' })).tenants[0]?.timeZone).toBe('Asia/Riyadh');
+    for (const bad of ['Gulf/Nowhere', '', 4])
+      expect(() => loadConfig(env({ timeZone: bad })), String(bad)).toThrow(/timeZone/);
   });
 
   it.each([

@@ -60,6 +60,11 @@ export type VisitType = z.infer<typeof visitTypeSchema>;
 const visitTypesSchema = z.object({
   description: z.string().min(1),
   default: visitTypeSchema,
+  frontDesk: z.object({
+    description: z.string().min(1),
+    source: uri,
+    rows: z.array(z.object({ code: z.string().min(1), serviceCategory: z.string().min(1) })).min(1),
+  }),
   group: z
     .array(
       z.object({
@@ -123,6 +128,33 @@ export function visitTypeOf(coding: Coding): VisitType | undefined {
 
 /** The visit type used when the request names no category. */
 export const DEFAULT_VISIT_TYPE: VisitType = visitTypes.default;
+
+const deskVisitTypes = (() => {
+  const { source, rows } = visitTypes.frontDesk;
+  const codes = rows.map((r) => r.code);
+  if (new Set(codes).size !== codes.length)
+    throw new Error('visit-types.json: frontDesk.rows has a duplicate');
+  return rows.map(({ code, serviceCategory }) => {
+    const row = visitTypeByCoding.get(`${source}|${code}`);
+    if (!row) throw new Error(`visit-types.json: frontDesk code ${code} is not a row of ${source}`);
+    return { system: source, code, display: row.display || row.title, serviceCategory };
+  });
+})();
+
+/**
+ * The visit types the front-desk page offers, in the table's order (the first is the default):
+ * each row of `frontDesk.rows`, found in its group, with the service-category code the page's
+ * estimate asks about. A code listed twice or missing from the group stops the service at
+ * start-up, like any other error in a mapping table.
+ */
+export function frontDeskVisitTypes(): readonly {
+  system: string;
+  code: string;
+  display: string;
+  serviceCategory: string;
+}[] {
+  return deskVisitTypes;
+}
 
 /** The visit-type table's groups (source code system -> rows), for the published ConceptMap. */
 export function visitTypeGroups(): readonly {
