@@ -1,0 +1,212 @@
+/**
+ * The cards of the two hooks (CDS Hooks 2.0 "Card Attributes":
+ * https://cds-hooks.hl7.org/2.0/#card-attributes): `uuid`, `summary` (under 140 characters),
+ * `indicator` (`info` when eligible or still checking, `warning` when not eligible, not found or
+ * anything an operator must look at; never `critical`), `detail` in GitHub-flavoured Markdown
+ * with the next step, `source.label`, and one `absolute` link to the answer on the front-desk
+ * page (https://cds-hooks.hl7.org/2.0/#link). Pure: no clock, no I/O. No card carries an
+ * identifier, a phone number or a birth date: the patient is never named in a card at all (the
+ * EHR shows the card on the patient's chart), and portal text is scrubbed of such values.
+ */
+import { randomUUID } from 'node:crypto';
+import type { Coverage, CoverageEligibilityResponse } from 'fhir/r4.js';
+import type { Check } from '../../checks/store/check-store.js';
+import { isAnswered } from '../../checks/store/check-store.js';
+
+export type Indicator = 'info' | 'warning' | 'critical';
+
+/** A CDS Hooks 2.0 card as this service sends it. */
+export interface Card {
+  uuid: string;
+  summary: string;
+  indicator: Indicator;
+  detail?: string;
+  source: { label: string; url?: string };
+  links?: { label: string; url: string; type: 'absolute' | 'smart' }[];
+}
+
+/** The spec: "summary ... SHALL be less than 140 characters". */
+export const MAX_SUMMARY = 139;
+export const SOURCE_LABEL = 'Insurance eligibility (payer portal)';
+
+/** What a card may show of a check; everything else comes from the check itself. */
+export interface CardContext {
+  baseUrl: string;
+  /** Values never to show (the patient's identifiers, phone, birth date), however they are written. */
+  secrets: readonly string[];
+}
+
+/** The words of an answer: what the desk reads first. */
+export type AnswerKind = 'eligible' | 'not-eligible' | 'member-not-found' | 'checking' | 'needs-operator';
+
+export function answerKind(check: Pick<Check, 'state' | 'outcome' | 'cer'>): AnswerKind {
+  if (!isAnswered(check)) return 'checking';
+  const cer = check.cer;
+  if (cer.outcome === 'complete' || cer.outcome === 'partial') {
+    const inforce = cer.insurance?.[0]?.inforce;
+    if (inforce === true) return 'eligible';
+    if (inforce === false) return 'not-eligible';
+  }
+  const codes = (cer.error ?? []).flatMap((e) => (e.code.coding ?? []).map((c) => c.code));
+  return codes.includes('member-not-found') ? 'member-not-found' : 'needs-operator';
+}
+
+/** The next step the desk takes for each kind of answer (Markdown). */
+const NEXT_STEP: Record<AnswerKind, string> = {
+  eligible: 'Collect the patient share at check-in.',
+  'not-eligible':
+    'Tell the patient before the visit: the visit is not covered as asked. Offer self-pay, or ask for another insurance card.',
+  'member-not-found':
+    'Ask the patient for the insurance card: the member may be insured with another payer, or the Emirates ID may not yet be linked at this payer. Then check again with the card number.',
+  checking: 'Nothing to do now: the answer appears on the chart when the payer portal has answered.',
+  'needs-operator':
+    'No determination was made. Ask the operator to look at the answer on the front-desk page; until then, check eligibility at the payer portal by hand.',
+};
+
+function payerName(cer: CoverageEligibilityResponse, fallback: string): string {
+  return cer.insurer?.display ?? fallback;
+}
+
+function planName(cer: CoverageEligibilityResponse): string | undefined {
+  const coverage = cer.contained?.find((r): r is Coverage => r.resourceType === 'Coverage');
+  const plan = coverage?.class?.find((c) => c.type.coding?.some((t) => t.code === 'plan'));
+  return plan?.name ?? plan?.value;
+}
+
+/** Replaces every secret (digits compared alone too, so 784-1990-... and 7841990... both go). */
+export function scrub(text: string, secrets: readonly string[]): string {
+  let clean = text;
+  for (const secret of secrets) {
+    if (secret.length < 4) continue;
+    clean = clean.split(secret).join('[hidden]');
+    const digits = secret.replace(/\D/g, '');
+    if (digits.length >= 6) clean = clean.replace(digitsPattern(digits), '[hidden]');
+  }
+  // Anything shaped like an Emirates ID, whoever it belongs to.
+  return clean.replace(/784[-\s]?\d{4}[-\s]?\d{7}[-\s]?\d/g, '[hidden]');
+}
+
+/** The digits of a value with any separators between them. */
+function digitsPattern(digits: string): RegExp {
+  return new RegExp(digits.split('').join('[-\\s./]?'), 'g');
+}
+
+/** A summary cut to the spec's bound at a word, with an ellipsis. */
+export function bounded(text: string): string {
+  if (text.length <= MAX_SUMMARY) return text;
+  const cut = text.slice(0, MAX_SUMMARY - 1);
+  const space = cut.lastIndexOf(' ');
+  return `${(space > 80 ? cut.slice(0, space) : cut).trimEnd()}…`;
+}
+
+/** The link to the answer on the front-desk page (app/main.js opens `#answer=<id>`). */
+export function answerLink(baseUrl: string, checkId: string): Card['links'] {
+  return [
+    {
+      label: 'Open the answer',
+      url: `${baseUrl}/app/#answer=${encodeURIComponent(checkId)}`,
+      type: 'absolute',
+    },
+  ];
+}
+
+/**
+ * The visit's patient share, as the summary's tail: the copay of the visit's category in the
+ * answer (`consultation 20% up to AED 50`). Undefined when the answer gives none.
+ */
+export function visitShare(
+  cer: CoverageEligibilityResponse,
+  categoryCodes: readonly string[],
+): string | undefined {
+  const items = cer.insurance?.[0]?.item ?? [];
+  const item = items.find((i) => i.category?.coding?.some((c) => c.code && categoryCodes.includes(c.code)));
+  if (!item) return undefined;
+  const label = (item.category?.text ?? item.category?.coding?.[0]?.display ?? 'visit').toLowerCase();
+  if (item.excluded) return `${label} not covered`;
+  const benefit = (code: string) => item.benefit?.find((b) => b.type.coding?.some((c) => c.code === code));
+  const percent = benefit('copay-percent');
+  const percentText =
+    percent?.allowedUnsignedInt !== undefined ? `${percent.allowedUnsignedInt}%` : percent?.allowedString;
+  const money = (code: string) => {
+    const m = benefit(code)?.allowedMoney;
+    return m?.value !== undefined ? `${m.currency ?? 'AED'} ${m.value}` : undefined;
+  };
+  const maximum = money('copay-maximum');
+  if (percentText) return `${label} ${percentText}${maximum ? ` up to ${maximum}` : ', no maximum given'}`;
+  const fixed = money('copay');
+  return fixed ? `${label} ${fixed} per visit` : undefined;
+}
+
+/** The summary of a final answer, with its date when `dated` (patient-view: "any age"). */
+function answerSummary(
+  check: Check,
+  kind: AnswerKind,
+  categoryCodes: readonly string[],
+  dated: boolean,
+): string {
+  const cer = check.cer;
+  const payer = payerName(cer, check.payerCode);
+  const on = dated ? ` (checked ${new Date(check.updatedAt).toISOString().slice(0, 10)})` : '';
+  switch (kind) {
+    case 'eligible': {
+      const share = visitShare(cer, categoryCodes);
+      return `Eligible: ${planName(cer) ?? payer}${share ? `; ${share}` : ''}${on}`;
+    }
+    case 'not-eligible':
+      return `Not eligible with ${payer}${on}`;
+    case 'member-not-found':
+      return `Member not found at ${payer}${on}`;
+    case 'needs-operator':
+      return `No answer from ${payer}: needs an operator${on}`;
+    case 'checking':
+      return `Checking eligibility with ${payer}`;
+  }
+}
+
+/**
+ * The card of a check. `started` is the summary of a check that has no answer yet (the hook says
+ * what it started); `dated` adds the answer's date to the summary.
+ */
+export function checkCard(
+  check: Check,
+  context: CardContext,
+  options: { categoryCodes: readonly string[]; started?: string; dated?: boolean },
+): Card {
+  const kind = answerKind(check);
+  const summary =
+    kind === 'checking' && options.started
+      ? options.started
+      : answerSummary(check, kind, options.categoryCodes, options.dated === true);
+  const disposition = kind === 'checking' ? undefined : check.cer.disposition;
+  const detail = [
+    disposition ? scrub(disposition, context.secrets) : undefined,
+    `**Next step:** ${NEXT_STEP[kind]}`,
+  ]
+    .filter(Boolean)
+    .join('\n\n');
+  return {
+    uuid: randomUUID(),
+    summary: bounded(scrub(summary, context.secrets)),
+    indicator: kind === 'eligible' || kind === 'checking' ? 'info' : 'warning',
+    detail,
+    source: { label: SOURCE_LABEL },
+    links: answerLink(context.baseUrl, check.id),
+  };
+}
+
+/**
+ * A card for what could not be checked at all (no payer code, no identifier, no Coverage): the
+ * reason, scrubbed, and what to fix in the EHR; its link opens the front-desk page (there is no
+ * answer to open).
+ */
+export function problemCard(summary: string, reason: string, context: CardContext): Card {
+  const secrets = context.secrets;
+  return {
+    uuid: randomUUID(),
+    summary: bounded(scrub(summary, secrets)),
+    indicator: 'warning',
+    detail: `${scrub(reason, secrets)}\n\n**Next step:** fix the patient's record in the EHR (identifier or insurance), then open the chart again, or check at the payer portal by hand.`,
+    source: { label: SOURCE_LABEL },
+    links: [{ label: 'Open the front-desk page', url: `${context.baseUrl}/app/`, type: 'absolute' }],
+  };
+}

@@ -1,0 +1,146 @@
+/**
+ * A hook's data as the check `$submit` would run: a Bundle (collection) holding a
+ * CoverageEligibilityRequest, the prefetched Patient, one Coverage and the Organizations that
+ * came with it, read by the same parser as `$submit` (so the patient identifier, the payer from
+ * `Coverage.payor`, as `insurer`, and the visit type follow the same rules and tables). For an
+ * appointment the request carries `servicedPeriod.start` = `Appointment.start` and the identifier
+ * `cds-appointment|<hookInstance>/<Appointment.id>` (the idempotency key: a repeated call never
+ * books twice).
+ */
+import { randomUUID } from 'node:crypto';
+import type {
+  Appointment,
+  Bundle,
+  BundleEntry,
+  CodeableConcept,
+  Coding,
+  CoverageEligibilityRequest,
+  Resource,
+} from 'fhir/r4.js';
+import { CANONICAL_BASE } from '../../fhir/canonical.js';
+import { parseSubmit } from '../../mapping/request/parse-submit.js';
+import { visitTypeOf } from '../../mapping/request/tables.js';
+import type { CheckInput } from '../../mapping/types.js';
+import type { PatientData } from './prefetch.js';
+
+/** The system of an appointment's request identifier (the contract's name). */
+export const CDS_APPOINTMENT_SYSTEM = `${CANONICAL_BASE}/cds-appointment`;
+
+/** Where resources without a server of their own are placed in the Bundle (never fetched). */
+const NO_SERVER = 'https://cds-client.invalid/fhir';
+
+/** ex-benefitcategory Consultation: the visit's category when the appointment names none. */
+export const DEFAULT_CATEGORY: Coding = {
+  system: 'http://terminology.hl7.org/CodeSystem/ex-benefitcategory',
+  code: '3',
+  display: 'Consultation',
+};
+
+/** The Appointment's serviceCategory or appointmentType coding the visit-type table knows, if any. */
+export function visitCategoryOf(appointment: Appointment | undefined): Coding | undefined {
+  const concepts: CodeableConcept[] = [
+    ...(appointment?.serviceCategory ?? []),
+    ...(appointment?.appointmentType ? [appointment.appointmentType] : []),
+  ];
+  for (const concept of concepts) {
+    const known = concept.coding?.find((coding) => visitTypeOf(coding) !== undefined);
+    if (known) return known;
+  }
+  return undefined;
+}
+
+export interface HookCheck {
+  /** Which Coverage (index in PatientData.coverages) it came from. */
+  coverageIndex: number;
+  input: CheckInput;
+}
+
+/**
+ * One CheckInput per Coverage of the patient (or a parse failure, the $submit OperationOutcomeError
+ * it threw), for a visit now (patient-view) or for an appointment.
+ */
+export async function checkInputs(
+  data: PatientData,
+  options: {
+    practiceId: string;
+    now: number;
+    fhirServer?: string;
+    appointment?: Appointment & { start: string };
+    /** The identifier value of each check; given the payer when the patient has several. */
+    identifierValue?: (payerCode: string | null) => string;
+  },
+): Promise<(HookCheck | { coverageIndex: number; error: unknown })[]> {
+  const base = options.fhirServer?.replace(/\/+$/, '') ?? NO_SERVER;
+  const fullUrl = (resource: Resource) =>
+    resource.id ? `${base}/${resource.resourceType}/${resource.id}` : `urn:uuid:${randomUUID()}`;
+  const category = visitCategoryOf(options.appointment);
+  const parse = (index: number, identifierValue: string | undefined) => {
+    const coverage = data.coverages[index]!;
+    const entries: BundleEntry[] = [data.patient, coverage, ...data.organizations].map((resource) => ({
+      fullUrl: fullUrl(resource),
+      resource,
+    }));
+    const request: CoverageEligibilityRequest = {
+      resourceType: 'CoverageEligibilityRequest',
+      ...(identifierValue
+        ? { identifier: [{ system: CDS_APPOINTMENT_SYSTEM, value: identifierValue }] }
+        : {}),
+      status: 'active',
+      purpose: ['benefits', 'validation'],
+      created: new Date(options.now).toISOString(),
+      patient: { reference: entries[0]!.fullUrl! },
+      // The payer as `$submit` reads `insurer`: Coverage.payor, resolved the same way.
+      insurer: coverage.payor[0] ?? {},
+      insurance: [{ focal: true, coverage: { reference: entries[1]!.fullUrl! } }],
+      ...(category ? { item: [{ category: { coding: [category] } }] } : {}),
+      ...(options.appointment
+        ? {
+            servicedPeriod: {
+              start: options.appointment.start,
+              ...(options.appointment.end ? { end: options.appointment.end } : {}),
+            },
+          }
+        : {}),
+    };
+    const bundle: Bundle = {
+      resourceType: 'Bundle',
+      type: 'collection',
+      entry: [{ fullUrl: `urn:uuid:${randomUUID()}`, resource: request }, ...entries],
+    };
+    return parseSubmit(bundle, {
+      practiceId: options.practiceId,
+      now: new Date(options.now),
+      ...(data.resolver ? { resolver: data.resolver } : {}),
+    });
+  };
+
+  const first = await Promise.all(
+    data.coverages.map((_, index) =>
+      parse(index, options.identifierValue?.(null)).then(
+        (input) => ({ coverageIndex: index, input }),
+        (error: unknown) => ({ coverageIndex: index, error }),
+      ),
+    ),
+  );
+  // Several active Coverages: one check per payer (the first Coverage of each payer).
+  const seen = new Set<string>();
+  const unique = first.filter((entry) => {
+    if (!('input' in entry)) return true;
+    if (seen.has(entry.input.payerCode)) return false;
+    seen.add(entry.input.payerCode);
+    return true;
+  });
+  if (seen.size <= 1 || !options.identifierValue) return unique;
+  // Each payer's check needs an identifier of its own (the idempotency key is per check).
+  const withPayer = options.identifierValue;
+  return Promise.all(
+    unique.map((entry) =>
+      'input' in entry
+        ? parse(entry.coverageIndex, withPayer(entry.input.payerCode)).then(
+            (input) => ({ coverageIndex: entry.coverageIndex, input }),
+            (error: unknown) => ({ coverageIndex: entry.coverageIndex, error }),
+          )
+        : Promise.resolve(entry),
+    ),
+  );
+}

@@ -1,0 +1,226 @@
+/**
+ * The two CDS Services (https://cds-hooks.hl7.org/2.0/#calling-a-cds-service): each reads the
+ * request, the patient's data (prefetch or the guarded FHIR client), and answers at once with
+ * cards (https://cds-hooks.hl7.org/2.0/#http-response). A hook never waits on the payer portal:
+ * a check it starts is accepted through the same CheckService path `$submit` uses and runs in the
+ * background; the card says so.
+ */
+import type { Patient } from 'fhir/r4.js';
+import type { CdsClient, Tenant } from '../../config.js';
+import type { CheckService } from '../../checks/service.js';
+import type { Check } from '../../checks/store/check-store.js';
+import { isAnswered } from '../../checks/store/check-store.js';
+import { isOperationOutcomeError } from '../../fhir/outcomes.js';
+import { patientIdentity } from '../../mapping/request/patient.js';
+import type { CheckInput } from '../../mapping/types.js';
+import { checkCard, problemCard, type Card, type CardContext } from './cards.js';
+import { checkInputs, DEFAULT_CATEGORY, visitCategoryOf, type HookCheck } from './check-input.js';
+import type { GuardedFhirClient } from './fhir-server.js';
+import { patientData, type PatientData } from './prefetch.js';
+import { appointmentsOf, readCdsRequest, type CdsRequest } from './request.js';
+import { reCheckLead, visitTime } from './visit-time.js';
+
+export interface HookDeps {
+  checks: CheckService;
+  fhir: GuardedFhirClient;
+  baseUrl: string;
+  now: () => number;
+}
+
+/** A hook's answer: the cards, and the checks they are about (the audit trail's entities). */
+export interface HookAnswer {
+  cards: Card[];
+  checkIds: string[];
+}
+
+/** What the card may not show: the patient's identifier values, phone numbers and birth date. */
+function secretsOf(patient: Patient, inputs: readonly CheckInput[]): string[] {
+  return [
+    ...(patient.identifier ?? []).flatMap((i) => (i.value ? [i.value] : [])),
+    ...(patient.telecom ?? []).flatMap((t) => (t.value ? [t.value] : [])),
+    ...(patient.birthDate ? [patient.birthDate] : []),
+    ...inputs.flatMap((i) => [i.upstream.emirates_id, i.upstream.phone, i.upstream.dob ?? '']),
+  ].filter((value) => value.length > 0);
+}
+
+/** The words of a check that could not be made from the record (the $submit refusal's text). */
+function refusalText(error: unknown): string {
+  if (isOperationOutcomeError(error))
+    return error.outcome.issue.map((i) => i.details?.text ?? i.diagnostics ?? i.code).join(' ');
+  throw error;
+}
+
+/** appointment-book (https://cds-hooks.org/hooks/appointment-book/): one check and card per appointment. */
+export async function appointmentBook(
+  body: unknown,
+  caller: { tenant: Tenant; client: CdsClient },
+  deps: HookDeps,
+): Promise<HookAnswer> {
+  const request = readCdsRequest(body, 'appointment-book');
+  // The appointments are read first: a bad body is a 400 before anything is fetched.
+  const appointments = appointmentsOf(request.context);
+  const data = await patientData(request, caller.client, deps.fhir);
+  const cards: Card[] = [];
+  const checkIds: string[] = [];
+  const context = (inputs: readonly CheckInput[]): CardContext => ({
+    baseUrl: deps.baseUrl,
+    secrets: secretsOf(data.patient, inputs),
+  });
+  if (data.coverages.length === 0 && appointments.length > 0)
+    return { cards: [noCoverageCard(context([]))], checkIds };
+  for (const booked of appointments) {
+    const checks = await checkInputs(data, {
+      practiceId: caller.tenant.practiceId,
+      now: deps.now(),
+      ...(request.fhirServer ? { fhirServer: request.fhirServer } : {}),
+      appointment: booked.appointment,
+      identifierValue: (payer) =>
+        payer === null
+          ? `${request.hookInstance}/${booked.key}`
+          : `${request.hookInstance}/${booked.key}/${payer}`,
+    });
+    const inputs = checks.flatMap((c) => ('input' in c ? [c.input] : []));
+    const started = `Eligibility check started for the appointment of ${visitTime(booked.appointment.start)}; re-checked ${reCheckLead(caller.tenant)} before it`;
+    const categoryCodes = categoryCodesOf(visitCategoryOf(booked.appointment)?.code);
+    for (const entry of checks) {
+      const card = await cardOf(entry, caller.tenant, deps, context(inputs), { categoryCodes, started });
+      cards.push(card.card);
+      if (card.checkId) checkIds.push(card.checkId);
+    }
+  }
+  return { cards, checkIds };
+}
+
+/** patient-view (https://cds-hooks.org/hooks/patient-view/): one card per payer of the patient. */
+export async function patientView(
+  body: unknown,
+  caller: { tenant: Tenant; client: CdsClient },
+  deps: HookDeps,
+): Promise<HookAnswer> {
+  const request = readCdsRequest(body, 'patient-view');
+  const data = await patientData(request, caller.client, deps.fhir);
+  const checks = await checkInputs(data, {
+    practiceId: caller.tenant.practiceId,
+    now: deps.now(),
+    ...(request.fhirServer ? { fhirServer: request.fhirServer } : {}),
+  });
+  const inputs = checks.flatMap((c) => ('input' in c ? [c.input] : []));
+  const context: CardContext = { baseUrl: deps.baseUrl, secrets: secretsOf(data.patient, inputs) };
+  const history = await patientHistory(deps.checks, caller.tenant, data, inputs);
+  const categoryCodes = categoryCodesOf(undefined);
+  const cards: Card[] = [];
+  const checkIds: string[] = [];
+  const shown = new Set<string>();
+  // The payers of the Coverages first, in their order, then those only in the patient's answers.
+  for (const entry of checks) {
+    if (!('input' in entry)) {
+      cards.push(
+        problemCard(
+          'Eligibility not checked: the insurance record is incomplete',
+          refusalText(entry.error),
+          context,
+        ),
+      );
+      continue;
+    }
+    const payer = entry.input.payerCode;
+    shown.add(payer);
+    const known = latestOf(history, payer);
+    if (known) {
+      cards.push(checkCard(known, context, { categoryCodes, dated: isAnswered(known) }));
+      checkIds.push(known.id);
+      continue;
+    }
+    const card = await cardOf(entry, caller.tenant, deps, context, {
+      categoryCodes,
+      started: `Eligibility check started with ${entry.input.upstream.payerName || payer}; the answer follows on the chart`,
+    });
+    cards.push(card.card);
+    if (card.checkId) checkIds.push(card.checkId);
+  }
+  for (const check of history) {
+    if (shown.has(check.payerCode)) continue;
+    shown.add(check.payerCode);
+    const latest = latestOf(history, check.payerCode)!;
+    cards.push(checkCard(latest, context, { categoryCodes, dated: isAnswered(latest) }));
+    checkIds.push(latest.id);
+  }
+  if (cards.length === 0) cards.push(noCoverageCard(context));
+  return { cards, checkIds };
+}
+
+/** The answers of the patient at this tenant, newest first (any age; search-alls left out). */
+async function patientHistory(
+  checks: CheckService,
+  tenant: Tenant,
+  data: PatientData,
+  inputs: readonly CheckInput[],
+): Promise<Check[]> {
+  let key = inputs[0]?.patientKey ?? null;
+  let value = inputs[0]?.patientValue ?? null;
+  if (key === null) {
+    try {
+      const identity = patientIdentity(
+        { kind: 'resource', resource: data.patient, path: 'prefetch.patient', via: 'bundle' },
+        [],
+        'prefetch.patient.identifier',
+      );
+      ({ key, value } = identity);
+    } catch {
+      return [];
+    }
+  }
+  if (key === null || value === null) return [];
+  const system = key.slice(0, key.length - value.length - 1);
+  const { checks: found } = await checks.store.search(
+    tenant.id,
+    { patient: [[{ system, value }]] },
+    { count: 100, offset: 0, total: false },
+  );
+  return found.filter((c) => !c.isSearchAll);
+}
+
+/** The latest final answer for a payer, else its running check. */
+function latestOf(history: readonly Check[], payer: string): Check | undefined {
+  const ofPayer = history.filter((c) => c.payerCode === payer);
+  return ofPayer.find((c) => isAnswered(c)) ?? ofPayer[0];
+}
+
+/** Accepts one check (as $submit) and makes its card; a refused one is a problem card. */
+async function cardOf(
+  entry: HookCheck | { coverageIndex: number; error: unknown },
+  tenant: Tenant,
+  deps: HookDeps,
+  context: CardContext,
+  options: { categoryCodes: readonly string[]; started: string },
+): Promise<{ card: Card; checkId?: string }> {
+  if (!('input' in entry))
+    return {
+      card: problemCard(
+        'Eligibility not checked: the insurance record is incomplete',
+        refusalText(entry.error),
+        context,
+      ),
+    };
+  try {
+    const { check } = await deps.checks.accept(tenant, entry.input);
+    return { card: checkCard(check, context, options), checkId: check.id };
+  } catch (error) {
+    return { card: problemCard('Eligibility not checked for this appointment', refusalText(error), context) };
+  }
+}
+
+function noCoverageCard(context: CardContext): Card {
+  return problemCard(
+    'Eligibility not checked: no active insurance on file',
+    'The patient has no active Coverage in the EHR, so no payer can be asked.',
+    context,
+  );
+}
+
+/** The ex-benefitcategory codes of the visit's category (Consultation when none is named). */
+function categoryCodesOf(code: string | undefined): string[] {
+  return [code ?? DEFAULT_CATEGORY.code!];
+}
+
+export type { CdsRequest };
