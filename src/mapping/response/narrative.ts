@@ -27,25 +27,11 @@ import type {
   Narrative,
 } from 'fhir/r4.js';
 import { BENEFIT_TYPE_SYSTEM, extensionUrl } from './codes.js';
+import { escapeXml } from './xhtml.js';
 
 const XHTML_NS = 'http://www.w3.org/1999/xhtml';
 
-const XML_ESCAPES: Readonly<Record<string, string>> = {
-  '&': '&amp;',
-  '<': '&lt;',
-  '>': '&gt;',
-  '"': '&quot;',
-  "'": '&#39;',
-};
-
-const XML_SPECIAL = /[&<>"']/;
-const XML_SPECIALS = /[&<>"']/g;
-
-/** Text as XML character data or an attribute value: the five XML specials escaped, nothing else. */
-export function escapeXml(text: string): string {
-  // Most text has none of them: tested first, replaced only when needed.
-  return XML_SPECIAL.test(text) ? text.replace(XML_SPECIALS, (c) => XML_ESCAPES[c] ?? c) : text;
-}
+export { escapeXml };
 
 /** An ISO instant as people read it at a desk: `2026-11-22 09:58 UTC`. */
 function when(instant: string | undefined): string {

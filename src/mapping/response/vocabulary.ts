@@ -21,6 +21,10 @@ const categorySchema = z.strictObject({
   display: z.string().min(1),
   benefitCategory: z.string().min(1).optional(),
   referralGated: z.boolean().optional(),
+  /** The portal benefit block a visit of this category reads (visit summary); default Outpatient. */
+  block: z.string().min(1).optional(),
+  /** Other categories whose items also answer this one in the visit summary. */
+  alsoReads: z.array(z.string()).optional(),
   keywords: phrases,
 });
 
@@ -29,6 +33,7 @@ const tableSchema = z
     description: z.string(),
     defaultCurrency: z.string().regex(/^[A-Z]{3}$/),
     categories: z.array(categorySchema).min(1),
+    usualForVisit: z.array(z.string()).min(1),
     blocks: z.array(
       z.strictObject({
         name: z.string(),
@@ -44,6 +49,15 @@ const tableSchema = z
   .superRefine((table, ctx) => {
     const codes = new Set(table.categories.map((c) => c.code));
     if (!codes.has('other')) ctx.addIssue({ code: 'custom', message: 'a category "other" is required' });
+    const named = [...table.usualForVisit, ...table.categories.flatMap((c) => c.alsoReads ?? [])];
+    for (const code of named) {
+      if (!codes.has(code)) ctx.addIssue({ code: 'custom', message: `unknown category ${code}` });
+    }
+    const blockNames = new Set(table.blocks.map((b) => b.name));
+    for (const c of table.categories) {
+      if (c.block && !blockNames.has(c.block))
+        ctx.addIssue({ code: 'custom', message: `category ${c.code}: unknown block ${c.block}` });
+    }
     for (const block of table.blocks) {
       if (block.category && !codes.has(block.category)) {
         ctx.addIssue({ code: 'custom', message: `block ${block.name}: unknown category ${block.category}` });
@@ -99,6 +113,28 @@ export function serviceCategories(): readonly ServiceCategory[] {
 }
 
 export const DEFAULT_CURRENCY = table.defaultCurrency;
+
+/** A category by its code in the service-category CodeSystem. */
+export function categoryByCode(code: string | undefined): ServiceCategory | undefined {
+  return code === undefined ? undefined : table.categories.find((c) => c.code === code);
+}
+
+/** The categories the visit summary shows when the request asks none. */
+export function usualCategories(): ServiceCategory[] {
+  return table.usualForVisit.map((code) => categoryByCode(code) ?? other);
+}
+
+/** The portal's benefit blocks (copay_details_to_fill names), in the order the narrative shows them. */
+export function blockNames(): readonly string[] {
+  return table.blocks.map((b) => b.name);
+}
+
+/** The portal block a label names (normalized whole-value match), else undefined. */
+export function blockNamed(label: string | undefined): string | undefined {
+  if (!label) return undefined;
+  const normalized = normalizeLabel(label);
+  return table.blocks.find((b) => normalizeLabel(b.name) === normalized)?.name;
+}
 
 /** categoryFor's answers by normalized label. */
 const categories = new Map<string, ServiceCategory>();

@@ -1,0 +1,163 @@
+/**
+ * One model of a benefit, read from a CER item (https://hl7.org/fhir/R4/coverageeligibilityresponse-definitions.html#CoverageEligibilityResponse.insurance.item.benefit),
+ * and the patient's share of a fee under it. Pure: the visit summary (visit-summary.ts), the
+ * narrative and `$estimate` all read a benefit through here, so they never disagree.
+ *
+ * UAE outpatient plans (public plan documents: Daman Basic, Dubai's Essential Benefits Plan):
+ * a `deductible` on a category is a fixed amount per visit (AED 20 per consultation), not a
+ * yearly deductible; a percentage carries a per-visit maximum and sometimes a yearly cap. A
+ * maximum of 0 beside a percentage is the portal giving none, never "pay nothing".
+ */
+import type {
+  CoverageEligibilityResponseInsuranceItem as Item,
+  CoverageEligibilityResponseInsuranceItemBenefit as Benefit,
+} from 'fhir/r4.js';
+import { parsePercent } from '../../upstream/contract.js';
+import { BENEFIT_TERM_SYSTEM, BENEFIT_TYPE_SYSTEM, OWN_BENEFIT_TYPE_SYSTEM } from './codes.js';
+import { DEFAULT_CURRENCY } from './vocabulary.js';
+
+/** The figures of one benefit, as the visit summary and the estimate read them. */
+export interface BenefitModel {
+  /** false when the portal says not covered; undefined when it does not say. */
+  covered: boolean | undefined;
+  /** The patient's percentage of the fee. */
+  percent?: number;
+  /** A fixed amount per visit (the copay amount). */
+  fixed?: number;
+  /** The per-visit deductible (UAE outpatient: a fixed amount per visit). */
+  deductible?: number;
+  /** The most the patient pays per visit (the copay maximum, unless its scope is yearly). */
+  perVisitCap?: number;
+  /** True when the portal gave the maximum without a scope: read as per visit. */
+  capScopeAssumed?: boolean;
+  /** A yearly cap on the patient's copays, as given (amount, or the portal's text). */
+  yearlyCap?: string;
+  /** The portal's own text where it gave no figure ("As per policy"). */
+  asGiven?: string;
+  currency: string;
+}
+
+/** How the share follows from a model: the contract's clear cases, or why there is none. */
+export type ShareRule =
+  | { kind: 'not-covered' }
+  | { kind: 'percent'; percent: number; cap?: number }
+  | { kind: 'fixed'; amount: number; fromDeductible: boolean }
+  | { kind: 'unclear'; reason: string }
+  | { kind: 'no-figures' };
+
+function typeIs(benefit: Benefit, system: string, code: string): boolean {
+  return benefit.type.coding?.some((c) => c.system === system && c.code === code) === true;
+}
+
+function find(item: Item, system: string, code: string): Benefit | undefined {
+  return item.benefit?.find((b) => typeIs(b, system, code));
+}
+
+/** A positive amount of money; 0, text ("Nil") or none: undefined (the portal gave no amount). */
+function positiveMoney(benefit: Benefit | undefined): number | undefined {
+  const value = benefit?.allowedMoney?.value;
+  return value !== undefined && Number.isFinite(value) && value > 0 ? value : undefined;
+}
+
+function percentOf(benefit: Benefit | undefined): number | undefined {
+  if (!benefit) return undefined;
+  if (benefit.allowedUnsignedInt !== undefined) return benefit.allowedUnsignedInt;
+  const value = parsePercent(benefit.allowedString);
+  return value === null ? undefined : value;
+}
+
+function isYearly(item: Item): boolean {
+  return item.term?.coding?.some((c) => c.system === BENEFIT_TERM_SYSTEM && c.code === 'annual') === true;
+}
+
+/** Amount as people write it: `AED 50`, `AED 75.50`. */
+export function money(amount: number, currency: string): string {
+  return `${currency} ${Number.isInteger(amount) ? String(amount) : amount.toFixed(2)}`;
+}
+
+/** The model of one CER item's benefits. */
+export function benefitModelOf(item: Item): BenefitModel {
+  const percentBenefit = find(item, BENEFIT_TYPE_SYSTEM, 'copay-percent');
+  const amount = find(item, BENEFIT_TYPE_SYSTEM, 'copay');
+  const maximum = find(item, BENEFIT_TYPE_SYSTEM, 'copay-maximum');
+  const deductible = find(item, BENEFIT_TYPE_SYSTEM, 'deductible');
+  const aggregate = find(item, OWN_BENEFIT_TYPE_SYSTEM, 'copay-aggregate-cap');
+  const currency =
+    [amount, maximum, deductible].find((b) => b?.allowedMoney?.currency)?.allowedMoney?.currency ??
+    DEFAULT_CURRENCY;
+  const model: BenefitModel = { covered: item.excluded === undefined ? undefined : !item.excluded, currency };
+  const percent = percentOf(percentBenefit);
+  if (percent !== undefined) model.percent = percent;
+  else if (percentBenefit?.allowedString) model.asGiven = percentBenefit.allowedString;
+  const fixed = positiveMoney(amount);
+  if (fixed !== undefined) model.fixed = fixed;
+  const perVisit = positiveMoney(deductible);
+  if (perVisit !== undefined) model.deductible = perVisit;
+  const cap = positiveMoney(maximum);
+  if (cap !== undefined && isYearly(item)) model.yearlyCap = `${money(cap, currency)} per year`;
+  else if (cap !== undefined) {
+    model.perVisitCap = cap;
+    if (!item.term) model.capScopeAssumed = true;
+  }
+  if (aggregate?.allowedString) model.yearlyCap = aggregate.allowedString;
+  return model;
+}
+
+/**
+ * The rule a model gives. The clear cases (a percentage with or without a maximum, a fixed amount,
+ * not covered) have a share; a percentage beside a fixed amount or a per-visit deductible has
+ * one only when the portal says how they combine, which it does not: no share is guessed.
+ */
+export function shareRuleOf(model: BenefitModel): ShareRule {
+  if (model.covered === false) return { kind: 'not-covered' };
+  // The deductible is the per-visit amount when no copay amount is given, or the same one.
+  const sameAmount =
+    model.fixed === undefined || model.deductible === undefined || model.fixed === model.deductible;
+  const amount = model.fixed ?? model.deductible;
+  const percent = model.percent === 0 && amount !== undefined ? undefined : model.percent;
+  if (!sameAmount) return { kind: 'unclear', reason: 'a copay amount and a different per-visit deductible' };
+  if (percent !== undefined && amount !== undefined)
+    return { kind: 'unclear', reason: 'both a percentage and a fixed amount per visit' };
+  if (percent !== undefined)
+    return model.perVisitCap === undefined
+      ? { kind: 'percent', percent }
+      : { kind: 'percent', percent, cap: model.perVisitCap };
+  if (amount !== undefined) return { kind: 'fixed', amount, fromDeductible: model.fixed === undefined };
+  return { kind: 'no-figures' };
+}
+
+/** What the patient and the payer pay of a fee, to 2 decimals (copay + benefit = fee). */
+export interface Share {
+  copay: number;
+  benefit: number;
+}
+
+/**
+ * The patient's share of `fee` under a rule; undefined when the rule has no share (no figures,
+ * or figures whose combination the portal does not give). Computed in whole fils (1/100 AED) so
+ * the two parts always add up to the fee: percentage p with maximum m: min(fee * p / 100, m);
+ * without maximum: fee * p / 100; a fixed amount a: min(a, fee); not covered: the whole fee.
+ */
+export function shareOf(rule: ShareRule, fee: number): Share | undefined {
+  const feeCents = Math.round(fee * 100);
+  let copayCents: number;
+  switch (rule.kind) {
+    case 'not-covered':
+      copayCents = feeCents;
+      break;
+    case 'percent': {
+      const cents = Math.round((feeCents * rule.percent) / 100);
+      copayCents = rule.cap === undefined ? cents : Math.min(cents, Math.round(rule.cap * 100));
+      break;
+    }
+    case 'fixed':
+      copayCents = Math.min(Math.round(rule.amount * 100), feeCents);
+      break;
+    case 'unclear':
+    case 'no-figures':
+      return undefined;
+  }
+  // A percentage over 100 from the portal never makes the share exceed the fee.
+  copayCents = Math.max(0, Math.min(copayCents, feeCents));
+  return { copay: copayCents / 100, benefit: (feeCents - copayCents) / 100 };
+}

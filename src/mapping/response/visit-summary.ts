@@ -1,0 +1,383 @@
+/**
+ * The visit summary: what the patient pays for this visit, one sentence per service category,
+ * computed once from a final CER and the categories asked (the request's item[].category; none
+ * asked: the visit type's usual ones, mappings/service-categories.json `usualForVisit`). The
+ * narrative, the front-desk page, the CDS Hooks card and `$estimate` all read it from here.
+ *
+ * A category's figures come from one CER item, chosen among the items of that category in the
+ * block the visit reads (Outpatient unless the category names another, e.g. Maternity): the
+ * portal's copay analysis first, its benefit list second, the form blocks (copay_details_to_fill)
+ * last; in-network before out-of-network. Every choice and every reading of a figure is a note
+ * (`$estimate` turns them into processNotes): the block or network chosen, a maximum read as per
+ * visit, a deductible read as a per-visit amount, a yearly cap not applied, what other items say.
+ */
+import type {
+  CodeableConcept,
+  Coding,
+  Coverage,
+  CoverageEligibilityResponse,
+  CoverageEligibilityResponseInsurance as Insurance,
+  CoverageEligibilityResponseInsuranceItem as Item,
+} from 'fhir/r4.js';
+import { DEFAULT_VISIT_TYPE, visitTypeOf } from '../request/tables.js';
+import {
+  BENEFIT_CATEGORY_SYSTEM,
+  BENEFIT_NETWORK_SYSTEM,
+  SERVICE_CATEGORY_SYSTEM,
+  extensionUrl,
+} from './codes.js';
+import type { BenefitModel, ShareRule } from './benefit-model.js';
+import { benefitModelOf, money, shareRuleOf } from './benefit-model.js';
+import { escapeXml } from './xhtml.js';
+import type { ServiceCategory } from './vocabulary.js';
+import { blockNamed, categoryByCode, categoryFor, serviceCategories, usualCategories } from './vocabulary.js';
+
+/** One category of the summary. */
+export interface VisitLine {
+  category: ServiceCategory;
+  /** `Consultation (Outpatient, GN+)`: the category, the block and network its figures come from. */
+  label: string;
+  block?: string;
+  network?: string;
+  /** The model of the chosen item's benefits; undefined when the answer has no item for it. */
+  model?: BenefitModel;
+  rule: ShareRule;
+  /** `Consultation (Outpatient, GN+): 20% of the fee, at most AED 50 per visit`. */
+  sentence: string;
+  /** Every assumption behind the sentence, one per line (processNotes of `$estimate`). */
+  notes: string[];
+}
+
+/** The summary of one in-force coverage of a final found-member CER. */
+export interface VisitSummary {
+  payer?: string;
+  plan?: string;
+  lines: VisitLine[];
+}
+
+const DEFAULT_BLOCK = 'Outpatient';
+const SOURCE_URL = extensionUrl('benefit-source');
+const FORM_SOURCE = 'copay_details_to_fill[';
+const BENEFITS_SOURCE = 'copay_analysis.new_version_of_copay_analysis.';
+
+/**
+ * The service category a Coding names: a code of this service's service-category CodeSystem,
+ * an ex-benefitcategory code (https://hl7.org/fhir/R4/codesystem-ex-benefitcategory.html) or a
+ * visit-type code the request mapping knows; undefined for any other system or code.
+ */
+export function serviceCategoryOf(coding: Coding): ServiceCategory | undefined {
+  if (coding.system === SERVICE_CATEGORY_SYSTEM) return categoryByCode(coding.code);
+  // The visit-type table first: its title names the service ("Consultation", "Radiology").
+  const visit = visitTypeOf(coding);
+  if (visit) {
+    const category = categoryFor(visit.title);
+    // A broad code ("Medical Care") is a consultation visit, as the request mapping reads it.
+    return category.code === 'other' ? categoryFor(DEFAULT_VISIT_TYPE.title) : category;
+  }
+  if (coding.system !== BENEFIT_CATEGORY_SYSTEM) return undefined;
+  return serviceCategories().find((c) => c.benefitCategory === coding.code);
+}
+
+/** The categories asked, each once, in the order asked; none: the usual ones. */
+export function askedCategories(asked: readonly (CodeableConcept | undefined)[] = []): ServiceCategory[] {
+  const found: ServiceCategory[] = [];
+  for (const concept of asked) {
+    for (const coding of concept?.coding ?? []) {
+      const category = serviceCategoryOf(coding);
+      if (category && !found.includes(category)) {
+        found.push(category);
+        break;
+      }
+    }
+  }
+  return found.length > 0 ? found : usualCategories();
+}
+
+function sourceOf(item: Item): string {
+  return item.extension?.find((e) => e.url === SOURCE_URL)?.valueString ?? '';
+}
+
+/**
+ * The portal block an item belongs to: its copay_details_to_fill block (the first part of its
+ * name), else the visit setting its name carries (Outpatient, Maternity...); undefined when none.
+ */
+export function blockOf(item: Item): string | undefined {
+  const parts = (item.name ?? '').split(' - ');
+  if (sourceOf(item).startsWith(FORM_SOURCE)) return blockNamed(parts[0]) ?? parts[0];
+  for (const part of parts.slice(1)) {
+    const block = blockNamed(part);
+    if (block) return block;
+  }
+  return undefined;
+}
+
+function codeOf(item: Item): string | undefined {
+  return item.category?.coding?.find((c) => c.system === SERVICE_CATEGORY_SYSTEM)?.code;
+}
+
+function isOutOfNetwork(item: Item): boolean {
+  return item.network?.coding?.some((c) => c.system === BENEFIT_NETWORK_SYSTEM && c.code === 'out') === true;
+}
+
+function sourceRank(item: Item): number {
+  const source = sourceOf(item);
+  if (source.startsWith(FORM_SOURCE)) return 2;
+  return source.startsWith(BENEFITS_SOURCE) ? 1 : 0;
+}
+
+/** The items that answer a category in the block its visit reads, best first. */
+function candidatesFor(items: readonly Item[], category: ServiceCategory): Item[] {
+  const codes = [category.code, ...(category.alsoReads ?? [])];
+  const block = category.block ?? DEFAULT_BLOCK;
+  const matching = items.filter((item) => {
+    const code = codeOf(item);
+    if (code === undefined || !codes.includes(code)) return false;
+    const itemBlock = blockOf(item);
+    return itemBlock === undefined || itemBlock === block;
+  });
+  const rank = (item: Item): number =>
+    sourceRank(item) * 4 + (isOutOfNetwork(item) ? 2 : 0) + (codeOf(item) === category.code ? 0 : 1);
+  return matching
+    .map((item, index) => ({ item, index }))
+    .sort((a, b) => rank(a.item) - rank(b.item) || a.index - b.index)
+    .map((c) => c.item);
+}
+
+/** The sentence's body for a rule. */
+function bodyOf(rule: ShareRule, model: BenefitModel | undefined): string {
+  const currency = model?.currency ?? 'AED';
+  switch (rule.kind) {
+    case 'not-covered':
+      return 'not covered';
+    case 'percent':
+      if (rule.percent === 0 && rule.cap === undefined) return 'no copay (0% of the fee)';
+      return rule.cap === undefined
+        ? `${rule.percent}% of the fee, no maximum given by the portal`
+        : `${rule.percent}% of the fee, at most ${money(rule.cap, currency)} per visit`;
+    case 'fixed':
+      return rule.fromDeductible
+        ? `${money(rule.amount, currency)} per visit (the portal's deductible, a fixed amount per visit)`
+        : `${money(rule.amount, currency)} per visit`;
+    case 'unclear':
+      return `${figuresOf(model)}; the portal does not say how ${rule.reason} combine, so no share is given`;
+    case 'no-figures':
+      if (model?.asGiven) return `no copay figures, the portal says "${model.asGiven}"`;
+      return model?.covered === true
+        ? 'covered, no copay figures given by the portal'
+        : 'no copay figures given by the portal';
+  }
+}
+
+/** Every figure of a model, for a case the summary cannot reduce to one share. */
+function figuresOf(model: BenefitModel | undefined): string {
+  if (!model) return '';
+  const parts: string[] = [];
+  if (model.percent !== undefined) parts.push(`${model.percent}% of the fee`);
+  if (model.perVisitCap !== undefined)
+    parts.push(`at most ${money(model.perVisitCap, model.currency)} per visit`);
+  if (model.fixed !== undefined) parts.push(`${money(model.fixed, model.currency)} per visit`);
+  if (model.deductible !== undefined)
+    parts.push(`a deductible of ${money(model.deductible, model.currency)} per visit`);
+  return parts.join(', ');
+}
+
+function labelOf(category: ServiceCategory, block: string | undefined, network: string | undefined): string {
+  const where = [block, network].filter((p): p is string => p !== undefined);
+  return where.length > 0 ? `${category.display} (${where.join(', ')})` : category.display;
+}
+
+function notesOf(rule: ShareRule, model: BenefitModel | undefined, label: string): string[] {
+  const notes: string[] = [];
+  if (rule.kind === 'percent' && rule.cap === undefined && rule.percent > 0)
+    notes.push(`${label}: the portal gives no maximum (or 0) beside the percentage; none is applied.`);
+  if (model?.capScopeAssumed && rule.kind === 'percent')
+    notes.push(`${label}: the portal gives the maximum without its scope; it is read as per visit.`);
+  if (rule.kind === 'fixed' && rule.fromDeductible)
+    notes.push(
+      `${label}: the portal's deductible is read as a fixed amount per visit (UAE outpatient plans), not a yearly deductible.`,
+    );
+  if (model?.yearlyCap)
+    notes.push(
+      `${label}: the yearly cap (${model.yearlyCap}) is not applied: what the patient has paid this year is not known here.`,
+    );
+  return notes;
+}
+
+/** The line of one category from the items of one coverage. */
+export function visitLineOf(items: readonly Item[], category: ServiceCategory): VisitLine {
+  const [chosen, ...others] = candidatesFor(items, category);
+  if (!chosen) {
+    return {
+      category,
+      label: category.display,
+      rule: { kind: 'no-figures' },
+      sentence: `${category.display}: not in the portal's answer`,
+      notes: [
+        `${category.display}: the portal's answer has no benefit for this category; no share is estimated.`,
+      ],
+    };
+  }
+  const block = blockOf(chosen);
+  const network = chosen.network?.text;
+  const model = benefitModelOf(chosen);
+  const rule = shareRuleOf(model);
+  const label = labelOf(category, block, network);
+  const notes = notesOf(rule, model, label);
+  if (block !== undefined || network !== undefined)
+    notes.unshift(
+      `${label}: figures of the portal's ${block ? `${block} block` : 'answer'}${network ? `, network ${network}` : ''} (${chosen.name ?? sourceOf(chosen)}).`,
+    );
+  const body = bodyOf(rule, model);
+  // What the other items of the category say, when it differs: the portal's answer is shown, not hidden.
+  const differing = new Set<string>();
+  for (const other of others) {
+    const otherModel = benefitModelOf(other);
+    const otherBody = bodyOf(shareRuleOf(otherModel), otherModel);
+    if (otherBody !== body) differing.add(`${other.name ?? category.display}: ${otherBody}`);
+  }
+  for (const text of [...differing].slice(0, 3)) notes.push(`The portal also gives ${text}.`);
+  const cap =
+    model.yearlyCap && rule.kind !== 'not-covered' ? `; yearly cap on copays: ${model.yearlyCap}` : '';
+  const line: VisitLine = { category, label, model, rule, sentence: `${label}: ${body}${cap}`, notes };
+  if (block !== undefined) line.block = block;
+  if (network !== undefined) line.network = network;
+  return line;
+}
+
+function coverageOf(cer: CoverageEligibilityResponse, insurance: Insurance): Coverage | undefined {
+  const ref = insurance.coverage.reference;
+  if (!ref?.startsWith('#')) return undefined;
+  return cer.contained?.find((r): r is Coverage => r.resourceType === 'Coverage' && r.id === ref.slice(1));
+}
+
+/** True for a final answer (complete or partial) of a found member whose coverage is in force. */
+export function isFoundInForce(cer: CoverageEligibilityResponse): boolean {
+  return (
+    (cer.outcome === 'complete' || cer.outcome === 'partial') &&
+    (cer.insurance ?? []).some((i) => i.inforce === true)
+  );
+}
+
+/**
+ * The visit summary of a CER: one per in-force coverage of a final found-member answer, none
+ * otherwise (queued, error, not eligible). `asked`: the request's item[].category.
+ */
+export function visitSummary(
+  cer: CoverageEligibilityResponse,
+  asked?: readonly (CodeableConcept | undefined)[],
+): VisitSummary[] {
+  if (!isFoundInForce(cer)) return [];
+  const categories = askedCategories(asked);
+  return (cer.insurance ?? [])
+    .filter((i) => i.inforce === true)
+    .map((insurance) => {
+      const coverage = coverageOf(cer, insurance);
+      const payor = coverage?.payor[0];
+      const summary: VisitSummary = {
+        lines: categories.map((category) => visitLineOf(insurance.item ?? [], category)),
+      };
+      const payer = payor?.display ?? payor?.identifier?.value;
+      if (payer) summary.payer = payer;
+      const plan = coverage?.class?.find((c) => c.type.coding?.some((k) => k.code === 'plan'))?.value;
+      if (plan) summary.plan = plan;
+      return summary;
+    });
+}
+
+const HEADING = 'What to collect';
+const SHORT_MAX = 140;
+
+function shortShare(line: VisitLine): string {
+  const name = line.category.display.toLowerCase();
+  const rule = line.rule;
+  const currency = line.model?.currency ?? 'AED';
+  switch (rule.kind) {
+    case 'not-covered':
+      return `${name} not covered`;
+    case 'percent':
+      if (rule.percent === 0 && rule.cap === undefined) return `${name} no copay`;
+      return rule.cap === undefined
+        ? `${name} ${rule.percent}%, no maximum given`
+        : `${name} ${rule.percent}% up to ${money(rule.cap, currency)}`;
+    case 'fixed':
+      return `${name} ${money(rule.amount, currency)} per visit`;
+    case 'unclear':
+    case 'no-figures':
+      return `${name}: see details`;
+  }
+}
+
+function firstSentence(text: string | undefined): string | undefined {
+  if (!text) return undefined;
+  const match = /^.*?[.!?](?=\s|$)/.exec(text);
+  return (match?.[0] ?? text).replace(/\.$/, '');
+}
+
+/** The outcome in a few words, for a line that has no room for more. */
+function outcomeWords(cer: CoverageEligibilityResponse): string {
+  if (cer.outcome === 'queued') return 'Checking eligibility at the payer portal';
+  const insurance = cer.insurance ?? [];
+  if (cer.outcome !== 'error' && insurance.some((i) => i.inforce === false))
+    return `Not eligible: ${firstSentence(cer.disposition) ?? 'see the answer'}`;
+  const why = firstSentence(cer.error?.[0]?.code.text ?? cer.disposition);
+  return why ? `No determination: ${why}` : 'No determination';
+}
+
+function cut(text: string): string {
+  return text.length <= SHORT_MAX ? text : `${text.slice(0, SHORT_MAX - 1).trimEnd()}…`;
+}
+
+/**
+ * One line of at most 140 characters (a CDS Hooks card's `summary`): the outcome and, for a
+ * found member in force, the share of the first categories that fit, e.g.
+ * `Eligible: Daman Enhanced Plus; consultation 20% up to AED 50`.
+ */
+export function summaryLine(cer: CoverageEligibilityResponse, summaries: readonly VisitSummary[]): string {
+  const first = summaries[0];
+  if (!first) return cut(outcomeWords(cer));
+  const who = first.plan ?? first.payer;
+  let text = summaries.length > 1 ? `Eligible at ${summaries.length} payers` : 'Eligible';
+  if (who) text += `: ${who}`;
+  first.lines.forEach((line, index) => {
+    const part = `${index === 0 ? '; ' : ', '}${shortShare(line)}`;
+    if (index === 0 || text.length + part.length <= SHORT_MAX) text += part;
+  });
+  return cut(text);
+}
+
+function headingOf(summary: VisitSummary, several: boolean): string {
+  if (!several) return HEADING;
+  const who = [summary.payer, summary.plan].filter((p): p is string => p !== undefined).join(', ');
+  return who ? `${HEADING} (${who})` : HEADING;
+}
+
+const MARKDOWN_SPECIALS = /[\\`*_[\]#|<>~]/g;
+
+/** Text as GitHub-flavoured Markdown shows it literally. */
+export function escapeMarkdown(text: string): string {
+  return text.replace(MARKDOWN_SPECIALS, (c) => `\\${c}`);
+}
+
+/** The summary as GitHub-flavoured Markdown (a CDS Hooks card's `detail`): a bold heading, a list. */
+export function summaryMarkdown(summaries: readonly VisitSummary[]): string {
+  return summaries
+    .map((summary) => {
+      const items = summary.lines.map((line) => `- ${escapeMarkdown(line.sentence)}`).join('\n');
+      return `**${escapeMarkdown(headingOf(summary, summaries.length > 1))}**\n\n${items}`;
+    })
+    .join('\n\n');
+}
+
+/**
+ * The summary as FHIR XHTML (https://hl7.org/fhir/R4/narrative.html), the narrative's first
+ * block: per coverage `<div class="visit-summary"><h2>What to collect</h2><ul><li>sentence</li>...</ul></div>`.
+ * Every text is escaped (escapeXml): no markup comes from the portal.
+ */
+export function summaryXhtml(summaries: readonly VisitSummary[]): string {
+  return summaries
+    .map((summary) => {
+      const items = summary.lines.map((line) => `<li>${escapeXml(line.sentence)}</li>`).join('');
+      return `<div class="visit-summary"><h2>${escapeXml(headingOf(summary, summaries.length > 1))}</h2><ul>${items}</ul></div>`;
+    })
+    .join('');
+}
