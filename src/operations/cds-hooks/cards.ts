@@ -9,9 +9,16 @@
  * EHR shows the card on the patient's chart), and portal text is scrubbed of such values.
  */
 import { randomUUID } from 'node:crypto';
-import type { Coverage, CoverageEligibilityResponse } from 'fhir/r4.js';
+import type { CoverageEligibilityResponse } from 'fhir/r4.js';
 import type { Check } from '../../checks/store/check-store.js';
 import { isAnswered } from '../../checks/store/check-store.js';
+import {
+  escapeMarkdown,
+  summaryLine,
+  summaryMarkdown,
+  visitSummary,
+  type VisitSummary,
+} from '../../mapping/response/visit-summary.js';
 
 export type Indicator = 'info' | 'warning' | 'critical';
 
@@ -67,12 +74,6 @@ function payerName(cer: CoverageEligibilityResponse, fallback: string): string {
   return cer.insurer?.display ?? fallback;
 }
 
-function planName(cer: CoverageEligibilityResponse): string | undefined {
-  const coverage = cer.contained?.find((r): r is Coverage => r.resourceType === 'Coverage');
-  const plan = coverage?.class?.find((c) => c.type.coding?.some((t) => t.code === 'plan'));
-  return plan?.name ?? plan?.value;
-}
-
 /** Replaces every secret (digits compared alone too, so 784-1990-... and 7841990... both go). */
 export function scrub(text: string, secrets: readonly string[]): string {
   let clean = text;
@@ -91,12 +92,13 @@ function digitsPattern(digits: string): RegExp {
   return new RegExp(digits.split('').join('[-\\s./]?'), 'g');
 }
 
-/** A summary cut to the spec's bound at a word, with an ellipsis. */
-export function bounded(text: string): string {
-  if (text.length <= MAX_SUMMARY) return text;
-  const cut = text.slice(0, MAX_SUMMARY - 1);
+/** A summary cut to the spec's bound at a word, with an ellipsis; `suffix` (a date) is always kept. */
+export function bounded(text: string, suffix = ''): string {
+  const room = MAX_SUMMARY - suffix.length;
+  if (text.length <= room) return `${text}${suffix}`;
+  const cut = text.slice(0, room - 1);
   const space = cut.lastIndexOf(' ');
-  return `${(space > 80 ? cut.slice(0, space) : cut).trimEnd()}…`;
+  return `${(space > room / 2 ? cut.slice(0, space) : cut).trimEnd()}…${suffix}`;
 }
 
 /** The link to the answer on the front-desk page (app/main.js opens `#answer=<id>`). */
@@ -110,54 +112,19 @@ export function answerLink(baseUrl: string, checkId: string): Card['links'] {
   ];
 }
 
-/**
- * The visit's patient share, as the summary's tail: the copay of the visit's category in the
- * answer (`consultation 20% up to AED 50`). Undefined when the answer gives none.
- */
-export function visitShare(
-  cer: CoverageEligibilityResponse,
-  categoryCodes: readonly string[],
-): string | undefined {
-  const items = cer.insurance?.[0]?.item ?? [];
-  const item = items.find((i) => i.category?.coding?.some((c) => c.code && categoryCodes.includes(c.code)));
-  if (!item) return undefined;
-  const label = (item.category?.text ?? item.category?.coding?.[0]?.display ?? 'visit').toLowerCase();
-  if (item.excluded) return `${label} not covered`;
-  const benefit = (code: string) => item.benefit?.find((b) => b.type.coding?.some((c) => c.code === code));
-  const percent = benefit('copay-percent');
-  const percentText =
-    percent?.allowedUnsignedInt !== undefined ? `${percent.allowedUnsignedInt}%` : percent?.allowedString;
-  const money = (code: string) => {
-    const m = benefit(code)?.allowedMoney;
-    return m?.value !== undefined ? `${m.currency ?? 'AED'} ${m.value}` : undefined;
-  };
-  const maximum = money('copay-maximum');
-  if (percentText) return `${label} ${percentText}${maximum ? ` up to ${maximum}` : ', no maximum given'}`;
-  const fixed = money('copay');
-  return fixed ? `${label} ${fixed} per visit` : undefined;
-}
-
-/** The summary of a final answer, with its date when `dated` (patient-view: "any age"). */
-function answerSummary(
-  check: Check,
-  kind: AnswerKind,
-  categoryCodes: readonly string[],
-  dated: boolean,
-): string {
+/** The summary of a final answer: for a found member the visit summary's line (issue 28). */
+function answerSummary(check: Check, kind: AnswerKind, summaries: readonly VisitSummary[]): string {
   const cer = check.cer;
   const payer = payerName(cer, check.payerCode);
-  const on = dated ? ` (checked ${new Date(check.updatedAt).toISOString().slice(0, 10)})` : '';
   switch (kind) {
-    case 'eligible': {
-      const share = visitShare(cer, categoryCodes);
-      return `Eligible: ${planName(cer) ?? payer}${share ? `; ${share}` : ''}${on}`;
-    }
+    case 'eligible':
+      return summaryLine(cer, summaries);
     case 'not-eligible':
-      return `Not eligible with ${payer}${on}`;
+      return `Not eligible with ${payer}`;
     case 'member-not-found':
-      return `Member not found at ${payer}${on}`;
+      return `Member not found at ${payer}`;
     case 'needs-operator':
-      return `No answer from ${payer}: needs an operator${on}`;
+      return `No answer from ${payer}: needs an operator`;
     case 'checking':
       return `Checking eligibility with ${payer}`;
   }
@@ -170,23 +137,34 @@ function answerSummary(
 export function checkCard(
   check: Check,
   context: CardContext,
-  options: { categoryCodes: readonly string[]; started?: string; dated?: boolean },
+  options: { started?: string; dated?: boolean } = {},
 ): Card {
   const kind = answerKind(check);
+  // The visit summary of the categories the stored request asked (none: the visit type's usual ones).
+  const summaries =
+    kind === 'eligible'
+      ? visitSummary(
+          check.cer,
+          check.request.item?.map((i) => i.category),
+        )
+      : [];
   const summary =
-    kind === 'checking' && options.started
-      ? options.started
-      : answerSummary(check, kind, options.categoryCodes, options.dated === true);
+    kind === 'checking' && options.started ? options.started : answerSummary(check, kind, summaries);
+  const dated = options.dated === true && kind !== 'checking';
   const disposition = kind === 'checking' ? undefined : check.cer.disposition;
   const detail = [
-    disposition ? scrub(disposition, context.secrets) : undefined,
+    summaries.length > 0 ? summaryMarkdown(summaries) : undefined,
+    disposition ? escapeMarkdown(scrub(disposition, context.secrets)) : undefined,
     `**Next step:** ${NEXT_STEP[kind]}`,
   ]
     .filter(Boolean)
     .join('\n\n');
   return {
     uuid: randomUUID(),
-    summary: bounded(scrub(summary, context.secrets)),
+    summary: bounded(
+      scrub(summary, context.secrets),
+      dated ? ` (checked ${new Date(check.updatedAt).toISOString().slice(0, 10)})` : '',
+    ),
     indicator: kind === 'eligible' || kind === 'checking' ? 'info' : 'warning',
     detail,
     source: { label: SOURCE_LABEL },
@@ -205,7 +183,7 @@ export function problemCard(summary: string, reason: string, context: CardContex
     uuid: randomUUID(),
     summary: bounded(scrub(summary, secrets)),
     indicator: 'warning',
-    detail: `${scrub(reason, secrets)}\n\n**Next step:** fix the patient's record in the EHR (identifier or insurance), then open the chart again, or check at the payer portal by hand.`,
+    detail: `${escapeMarkdown(scrub(reason, secrets))}\n\n**Next step:** fix the patient's record in the EHR (identifier or insurance), then open the chart again, or check at the payer portal by hand.`,
     source: { label: SOURCE_LABEL },
     links: [{ label: 'Open the front-desk page', url: `${context.baseUrl}/app/`, type: 'absolute' }],
   };

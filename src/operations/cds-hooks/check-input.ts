@@ -29,13 +29,6 @@ export const CDS_APPOINTMENT_SYSTEM = `${CANONICAL_BASE}/cds-appointment`;
 /** Where resources without a server of their own are placed in the Bundle (never fetched). */
 const NO_SERVER = 'https://cds-client.invalid/fhir';
 
-/** ex-benefitcategory Consultation: the visit's category when the appointment names none. */
-export const DEFAULT_CATEGORY: Coding = {
-  system: 'http://terminology.hl7.org/CodeSystem/ex-benefitcategory',
-  code: '3',
-  display: 'Consultation',
-};
-
 /** The Appointment's serviceCategory or appointmentType coding the visit-type table knows, if any. */
 export function visitCategoryOf(appointment: Appointment | undefined): Coding | undefined {
   const concepts: CodeableConcept[] = [

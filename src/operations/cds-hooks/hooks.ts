@@ -14,7 +14,7 @@ import { isOperationOutcomeError } from '../../fhir/outcomes.js';
 import { patientIdentity } from '../../mapping/request/patient.js';
 import type { CheckInput } from '../../mapping/types.js';
 import { checkCard, problemCard, type Card, type CardContext } from './cards.js';
-import { checkInputs, DEFAULT_CATEGORY, visitCategoryOf, type HookCheck } from './check-input.js';
+import { checkInputs, type HookCheck } from './check-input.js';
 import type { GuardedFhirClient } from './fhir-server.js';
 import { patientData, type PatientData } from './prefetch.js';
 import { appointmentsOf, readCdsRequest, type CdsRequest } from './request.js';
@@ -81,9 +81,8 @@ export async function appointmentBook(
     });
     const inputs = checks.flatMap((c) => ('input' in c ? [c.input] : []));
     const started = `Eligibility check started for the appointment of ${visitTime(booked.appointment.start)}; re-checked ${reCheckLead(caller.tenant)} before it`;
-    const categoryCodes = categoryCodesOf(visitCategoryOf(booked.appointment)?.code);
     for (const entry of checks) {
-      const card = await cardOf(entry, caller.tenant, deps, context(inputs), { categoryCodes, started });
+      const card = await cardOf(entry, caller.tenant, deps, context(inputs), { started });
       cards.push(card.card);
       if (card.checkId) checkIds.push(card.checkId);
     }
@@ -107,7 +106,6 @@ export async function patientView(
   const inputs = checks.flatMap((c) => ('input' in c ? [c.input] : []));
   const context: CardContext = { baseUrl: deps.baseUrl, secrets: secretsOf(data.patient, inputs) };
   const history = await patientHistory(deps.checks, caller.tenant, data, inputs);
-  const categoryCodes = categoryCodesOf(undefined);
   const cards: Card[] = [];
   const checkIds: string[] = [];
   const shown = new Set<string>();
@@ -127,12 +125,11 @@ export async function patientView(
     shown.add(payer);
     const known = latestOf(history, payer);
     if (known) {
-      cards.push(checkCard(known, context, { categoryCodes, dated: isAnswered(known) }));
+      cards.push(checkCard(known, context, { dated: isAnswered(known) }));
       checkIds.push(known.id);
       continue;
     }
     const card = await cardOf(entry, caller.tenant, deps, context, {
-      categoryCodes,
       started: `Eligibility check started with ${entry.input.upstream.payerName || payer}; the answer follows on the chart`,
     });
     cards.push(card.card);
@@ -142,7 +139,7 @@ export async function patientView(
     if (shown.has(check.payerCode)) continue;
     shown.add(check.payerCode);
     const latest = latestOf(history, check.payerCode)!;
-    cards.push(checkCard(latest, context, { categoryCodes, dated: isAnswered(latest) }));
+    cards.push(checkCard(latest, context, { dated: isAnswered(latest) }));
     checkIds.push(latest.id);
   }
   if (cards.length === 0) cards.push(noCoverageCard(context));
@@ -192,7 +189,7 @@ async function cardOf(
   tenant: Tenant,
   deps: HookDeps,
   context: CardContext,
-  options: { categoryCodes: readonly string[]; started: string },
+  options: { started: string },
 ): Promise<{ card: Card; checkId?: string }> {
   if (!('input' in entry))
     return {
@@ -216,11 +213,6 @@ function noCoverageCard(context: CardContext): Card {
     'The patient has no active Coverage in the EHR, so no payer can be asked.',
     context,
   );
-}
-
-/** The ex-benefitcategory codes of the visit's category (Consultation when none is named). */
-function categoryCodesOf(code: string | undefined): string[] {
-  return [code ?? DEFAULT_CATEGORY.code!];
 }
 
 export type { CdsRequest };
