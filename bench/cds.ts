@@ -19,12 +19,14 @@ import { startSandbox } from '../src/sandbox/index.js';
 import { clientKey } from '../test/support/smart.js';
 import { appointment, cdsJwt, hookRequest } from '../test/support/cds.js';
 import {
+  cpuProfArgs,
   cpuSeconds,
   fillStore,
   machine,
   record,
   seedFinishedRow,
   spawnService,
+  uniqueEmiratesId,
   writeTenantsFile,
 } from './lib.js';
 
@@ -36,7 +38,6 @@ const ISS = 'https://ehr.bench.example';
 const EID = 'http://uae.gov/fhir/identifier/emirates-id';
 
 const log = (message: string) => process.stderr.write(`[cds] ${message}\n`);
-const patientOf = (i: number) => `784-1990-${String(1_000_000 + i).slice(1)}-${i % 10}`;
 const quantile = (sorted: number[], q: number) =>
   sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))] ?? 0;
 
@@ -64,6 +65,8 @@ interface HookFigures {
   maxMs: number;
   perSecond: number;
   cpuMsPerCall: number;
+  /** How many cards began with each summary's first two words: what was measured. */
+  cards: Record<string, number>;
 }
 
 /** Sends the bodies with their tokens from CALLERS callers at once; the latency of each call. */
@@ -76,6 +79,7 @@ async function run(
   const latencies: number[] = [];
   let non200 = 0;
   let next = 0;
+  const cards: Record<string, number> = {};
   const cpuBefore = cpuSeconds(pid);
   const started = performance.now();
   await Promise.all(
@@ -88,9 +92,13 @@ async function run(
           headers: { Authorization: `Bearer ${call.token}`, 'Content-Type': 'application/json' },
           body: JSON.stringify(call.body),
         });
-        await res.arrayBuffer();
+        const answer = (await res.json()) as { cards?: { summary: string }[] };
         latencies.push(performance.now() - t0);
         if (res.status !== 200) non200 += 1;
+        for (const card of answer.cards ?? []) {
+          const kind = card.summary.split(' ').slice(0, 2).join(' ');
+          cards[kind] = (cards[kind] ?? 0) + 1;
+        }
       }
     }),
   );
@@ -106,6 +114,7 @@ async function run(
     maxMs: round(sorted[sorted.length - 1] ?? 0),
     perSecond: Math.round(calls.length / elapsed),
     cpuMsPerCall: round(((cpuSeconds(pid) - cpuBefore) * 1000) / calls.length),
+    cards,
   };
 }
 
@@ -128,18 +137,18 @@ try {
   await fillStore(db, seeded, STORED, 1, (i) => ({
     idempotency_key: `urn:example:ehr:eligibility|bench-cds-${i}`,
     request_identifier_value: `bench-cds-${i}`,
-    patient_key: `${EID}|${patientOf(i)}`,
-    patient_value: patientOf(i),
+    patient_key: `${EID}|${uniqueEmiratesId(i)}`,
+    patient_value: uniqueEmiratesId(i),
     reuse_key: null,
   }));
   log(`filled ${STORED} checks`);
-  const service = await spawnService(env(db));
+  const service = await spawnService(env(db), undefined, cpuProfArgs('cds'));
   const pid = service.child.pid!;
   try {
     // Warm-up: the FHIR definitions and the JIT, on calls not measured.
     await fetch(`${service.url}/ready`);
     for (const warm of await callsOf('eligibility-patient-view', (i) =>
-      hookRequest('patient-view', { patient: { emiratesId: patientOf(i % STORED) } }),
+      hookRequest('patient-view', { patient: { emiratesId: uniqueEmiratesId(i % STORED) } }),
     ))
       await fetch(`${service.url}/cds-services/eligibility-patient-view`, {
         method: 'POST',
@@ -150,7 +159,7 @@ try {
       service.url,
       'eligibility-patient-view',
       await callsOf('eligibility-patient-view', (i) =>
-        hookRequest('patient-view', { patient: { emiratesId: patientOf((i * 7919) % STORED) } }),
+        hookRequest('patient-view', { patient: { emiratesId: uniqueEmiratesId((i * 7919) % STORED) } }),
       ),
       pid,
     );
@@ -161,7 +170,7 @@ try {
       await callsOf('eligibility-appointment-book', (i) =>
         hookRequest('appointment-book', {
           hookInstance: randomUUID(),
-          patient: { emiratesId: `784-1991-${String(1_000_000 + i).slice(1)}-1` },
+          patient: { emiratesId: uniqueEmiratesId(STORED + i) },
           appointments: [appointment(`bench-${i}`)],
         }),
       ),

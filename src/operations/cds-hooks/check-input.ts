@@ -20,6 +20,9 @@ import type {
 import { CANONICAL_BASE } from '../../fhir/canonical.js';
 import { parseSubmit } from '../../mapping/request/parse-submit.js';
 import { visitTypeOf } from '../../mapping/request/tables.js';
+import { patientIdentity } from '../../mapping/request/patient.js';
+import { payerOf } from '../../mapping/request/payer.js';
+import { resolveReference, type ResolutionContext, type Target } from '../../mapping/request/references.js';
 import type { CheckInput } from '../../mapping/types.js';
 import type { PatientData } from './prefetch.js';
 
@@ -48,26 +51,28 @@ export interface HookCheck {
   input: CheckInput;
 }
 
-/**
- * One CheckInput per Coverage of the patient (or a parse failure, the $submit OperationOutcomeError
- * it threw), for a visit now (patient-view) or for an appointment.
- */
-export async function checkInputs(
-  data: PatientData,
-  options: {
-    practiceId: string;
-    now: number;
-    fhirServer?: string;
-    appointment?: Appointment & { start: string };
-    /** The identifier value of each check; given the payer when the patient has several. */
-    identifierValue?: (payerCode: string | null) => string;
-  },
-): Promise<(HookCheck | { coverageIndex: number; error: unknown })[]> {
-  const base = options.fhirServer?.replace(/\/+$/, '') ?? NO_SERVER;
-  const fullUrl = (resource: Resource) =>
+export interface ParseOptions {
+  practiceId: string;
+  now: number;
+  fhirServer?: string;
+  appointment?: Appointment & { start: string };
+}
+
+/** Where the Bundle places a resource: under the client's FHIR server, as its own id says. */
+function fullUrlOf(fhirServer: string | undefined): (resource: Resource) => string {
+  const base = fhirServer?.replace(/\/+$/, '') ?? NO_SERVER;
+  return (resource) =>
     resource.id ? `${base}/${resource.resourceType}/${resource.id}` : `urn:uuid:${randomUUID()}`;
+}
+
+/** Reads the Coverage at `index` as `$submit` reads a request: a CheckInput, or its refusal thrown. */
+export function coverageParser(
+  data: PatientData,
+  options: ParseOptions,
+): (index: number, identifierValue?: string) => Promise<CheckInput> {
+  const fullUrl = fullUrlOf(options.fhirServer);
   const category = visitCategoryOf(options.appointment);
-  const parse = (index: number, identifierValue: string | undefined) => {
+  return (index, identifierValue) => {
     const coverage = data.coverages[index]!;
     const entries: BundleEntry[] = [data.patient, coverage, ...data.organizations].map((resource) => ({
       fullUrl: fullUrl(resource),
@@ -106,7 +111,20 @@ export async function checkInputs(
       ...(data.resolver ? { resolver: data.resolver } : {}),
     });
   };
+}
 
+/**
+ * One CheckInput per Coverage of the patient (or a parse failure, the $submit OperationOutcomeError
+ * it threw), for a visit now (patient-view) or for an appointment.
+ */
+export async function checkInputs(
+  data: PatientData,
+  options: ParseOptions & {
+    /** The identifier value of each check; given the payer when the patient has several. */
+    identifierValue?: (payerCode: string | null) => string;
+  },
+): Promise<(HookCheck | { coverageIndex: number; error: unknown })[]> {
+  const parse = coverageParser(data, options);
   const first = await Promise.all(
     data.coverages.map((_, index) =>
       parse(index, options.identifierValue?.(null)).then(
@@ -136,4 +154,64 @@ export async function checkInputs(
         : Promise.resolve(entry),
     ),
   );
+}
+
+/** What patient-view needs to find the patient's answers: the identifier and each Coverage's payer. */
+export interface LookupKeys {
+  /** The patient identifier a check would use (`system|value` and the bare value); null when none. */
+  patient: { key: string; value: string } | null;
+  /** Each Coverage's payer code, by index; undefined when it cannot be read (the full parse says why). */
+  payers: (string | undefined)[];
+}
+
+/**
+ * The patient identifier and the Coverages' payer codes, by the same rules as a check (patient.ts,
+ * payer.ts, references.ts) but without validating and building one: opening a chart whose answers
+ * are stored needs no more (bench/README.md, bench:cds). Nothing here throws.
+ */
+export async function lookupKeys(data: PatientData, fhirServer: string | undefined): Promise<LookupKeys> {
+  const fullUrl = fullUrlOf(fhirServer);
+  const entries: BundleEntry[] = [...data.coverages, ...data.organizations].map((resource) => ({
+    fullUrl: fullUrl(resource),
+    resource,
+  }));
+  const context: ResolutionContext = {
+    bundle: { entries, path: 'prefetch.coverage' },
+    ...(data.resolver ? { resolver: data.resolver } : {}),
+    cache: new Map(),
+  };
+  const coverageTargets: Target[] = data.coverages.map((resource, index) => ({
+    kind: 'resource',
+    resource,
+    path: `prefetch.coverage.entry[${index}].resource`,
+    via: 'bundle',
+  }));
+  const payers = await Promise.all(
+    data.coverages.map(async (coverage, index) => {
+      const path = `prefetch.coverage.entry[${index}].resource`;
+      try {
+        const target = await resolveReference(
+          coverage.payor[0],
+          { path: `${path}.payor[0]`, label: 'insurance company', types: ['Organization'] },
+          { container: coverage, path },
+          context,
+        );
+        return payerOf(target, `${path}.payor[0]`).code;
+      } catch {
+        return undefined;
+      }
+    }),
+  );
+  let patient: LookupKeys['patient'] = null;
+  try {
+    const identity = patientIdentity(
+      { kind: 'resource', resource: data.patient, path: 'prefetch.patient', via: 'bundle' },
+      coverageTargets,
+      'prefetch.patient.identifier',
+    );
+    patient = { key: identity.key, value: identity.value };
+  } catch {
+    patient = null;
+  }
+  return { patient, payers };
 }

@@ -11,12 +11,11 @@ import type { CheckService } from '../../checks/service.js';
 import type { Check } from '../../checks/store/check-store.js';
 import { isAnswered } from '../../checks/store/check-store.js';
 import { isOperationOutcomeError } from '../../fhir/outcomes.js';
-import { patientIdentity } from '../../mapping/request/patient.js';
 import type { CheckInput } from '../../mapping/types.js';
-import { checkCard, problemCard, type Card, type CardContext } from './cards.js';
-import { checkInputs, type HookCheck } from './check-input.js';
+import { checkCard, problemCard, scrubberOf, type Card, type CardContext } from './cards.js';
+import { checkInputs, coverageParser, lookupKeys, type HookCheck, type LookupKeys } from './check-input.js';
 import type { GuardedFhirClient } from './fhir-server.js';
-import { patientData, type PatientData } from './prefetch.js';
+import { patientData } from './prefetch.js';
 import { appointmentsOf, readCdsRequest, type CdsRequest } from './request.js';
 import { reCheckLead, visitTime } from './visit-time.js';
 
@@ -32,6 +31,8 @@ export interface HookAnswer {
   cards: Card[];
   checkIds: string[];
 }
+
+const INCOMPLETE = 'Eligibility not checked: the insurance record is incomplete';
 
 /** What the card may not show: the patient's identifier values, phone numbers and birth date. */
 function secretsOf(patient: Patient, inputs: readonly CheckInput[]): string[] {
@@ -64,7 +65,7 @@ export async function appointmentBook(
   const checkIds: string[] = [];
   const context = (inputs: readonly CheckInput[]): CardContext => ({
     baseUrl: deps.baseUrl,
-    secrets: secretsOf(data.patient, inputs),
+    scrub: scrubberOf(secretsOf(data.patient, inputs)),
   });
   if (data.coverages.length === 0 && appointments.length > 0)
     return { cards: [noCoverageCard(context([]))], checkIds };
@@ -98,49 +99,51 @@ export async function patientView(
 ): Promise<HookAnswer> {
   const request = readCdsRequest(body, 'patient-view');
   const data = await patientData(request, caller.client, deps.fhir);
-  const checks = await checkInputs(data, {
+  // The answers are looked up first: a chart whose payers all have one builds no check at all.
+  const keys = await lookupKeys(data, request.fhirServer);
+  const history = await patientHistory(deps.checks, caller.tenant, keys.patient);
+  const parse = coverageParser(data, {
     practiceId: caller.tenant.practiceId,
     now: deps.now(),
     ...(request.fhirServer ? { fhirServer: request.fhirServer } : {}),
   });
-  const inputs = checks.flatMap((c) => ('input' in c ? [c.input] : []));
-  const context: CardContext = { baseUrl: deps.baseUrl, secrets: secretsOf(data.patient, inputs) };
-  const history = await patientHistory(deps.checks, caller.tenant, data, inputs);
+  const context: CardContext = {
+    baseUrl: deps.baseUrl,
+    scrub: scrubberOf(secretsOf(data.patient, [])),
+  };
   const cards: Card[] = [];
   const checkIds: string[] = [];
   const shown = new Set<string>();
+  const show = (check: Check) => {
+    shown.add(check.payerCode);
+    cards.push(checkCard(check, context, { dated: isAnswered(check) }));
+    checkIds.push(check.id);
+  };
   // The payers of the Coverages first, in their order, then those only in the patient's answers.
-  for (const entry of checks) {
-    if (!('input' in entry)) {
-      cards.push(
-        problemCard(
-          'Eligibility not checked: the insurance record is incomplete',
-          refusalText(entry.error),
-          context,
-        ),
-      );
-      continue;
-    }
-    const payer = entry.input.payerCode;
-    shown.add(payer);
-    const known = latestOf(history, payer);
+  for (const [index, payer] of keys.payers.entries()) {
+    if (payer !== undefined && shown.has(payer)) continue;
+    const known = payer === undefined ? undefined : latestOf(history, payer);
     if (known) {
-      cards.push(checkCard(known, context, { dated: isAnswered(known) }));
-      checkIds.push(known.id);
+      show(known);
       continue;
     }
-    const card = await cardOf(entry, caller.tenant, deps, context, {
-      started: `Eligibility check started with ${entry.input.upstream.payerName || payer}; the answer follows on the chart`,
+    let input: CheckInput;
+    try {
+      input = await parse(index);
+    } catch (error) {
+      cards.push(problemCard(INCOMPLETE, refusalText(error), context));
+      continue;
+    }
+    if (shown.has(input.payerCode)) continue;
+    shown.add(input.payerCode);
+    const card = await cardOf({ coverageIndex: index, input }, caller.tenant, deps, context, {
+      started: `Eligibility check started with ${input.upstream.payerName || input.payerCode}; the answer follows on the chart`,
     });
     cards.push(card.card);
     if (card.checkId) checkIds.push(card.checkId);
   }
   for (const check of history) {
-    if (shown.has(check.payerCode)) continue;
-    shown.add(check.payerCode);
-    const latest = latestOf(history, check.payerCode)!;
-    cards.push(checkCard(latest, context, { dated: isAnswered(latest) }));
-    checkIds.push(latest.id);
+    if (!shown.has(check.payerCode)) show(latestOf(history, check.payerCode)!);
   }
   if (cards.length === 0) cards.push(noCoverageCard(context));
   return { cards, checkIds };
@@ -150,29 +153,14 @@ export async function patientView(
 async function patientHistory(
   checks: CheckService,
   tenant: Tenant,
-  data: PatientData,
-  inputs: readonly CheckInput[],
+  patient: LookupKeys['patient'],
 ): Promise<Check[]> {
-  let key = inputs[0]?.patientKey ?? null;
-  let value = inputs[0]?.patientValue ?? null;
-  if (key === null) {
-    try {
-      const identity = patientIdentity(
-        { kind: 'resource', resource: data.patient, path: 'prefetch.patient', via: 'bundle' },
-        [],
-        'prefetch.patient.identifier',
-      );
-      ({ key, value } = identity);
-    } catch {
-      return [];
-    }
-  }
-  if (key === null || value === null) return [];
-  const system = key.slice(0, key.length - value.length - 1);
+  if (patient === null) return [];
+  const system = patient.key.slice(0, patient.key.length - patient.value.length - 1);
   const { checks: found } = await checks.store.search(
     tenant.id,
-    { patient: [[{ system, value }]] },
-    { count: 100, offset: 0, total: false },
+    { patient: [[{ system, value: patient.value }]] },
+    { count: 50, offset: 0, total: false },
   );
   return found.filter((c) => !c.isSearchAll);
 }
@@ -193,11 +181,7 @@ async function cardOf(
 ): Promise<{ card: Card; checkId?: string }> {
   if (!('input' in entry))
     return {
-      card: problemCard(
-        'Eligibility not checked: the insurance record is incomplete',
-        refusalText(entry.error),
-        context,
-      ),
+      card: problemCard(INCOMPLETE, refusalText(entry.error), context),
     };
   try {
     const { check } = await deps.checks.accept(tenant, entry.input);
