@@ -31,6 +31,15 @@ export interface Tenant {
   reuseWindowMinutes?: number;
   /** SMART Backend Services clients of the tenant (docs/auth.md); absent = none. */
   smartClients?: SmartClient[];
+  /**
+   * Pre-visit checks (docs/previsit.md): the re-check runs this many minutes before an
+   * appointment's start; absent = PREVISIT_LEAD_MINUTES.
+   */
+  previsitLeadMinutes?: number;
+  /** Where a `servicedDate` appointment starts, `HH:MM` local time; absent = `08:00`. */
+  previsitDayStart?: string;
+  /** The clinic's IANA time zone (its day, its appointment times); absent = `Asia/Dubai`. */
+  timeZone?: string;
   /** CDS Hooks clients (EHRs) of the tenant (docs/cds-hooks.md); absent = none. */
   cdsClients?: CdsClient[];
 }
@@ -61,6 +70,21 @@ export interface SmartClient {
 
 /** The reuse window of a tenant that does not set one (docs/batch-and-reuse.md). */
 export const DEFAULT_REUSE_WINDOW_MINUTES = 240;
+
+/** The pre-visit re-check's lead when neither PREVISIT_LEAD_MINUTES nor the tenant sets one. */
+export const DEFAULT_PREVISIT_LEAD_MINUTES = 120;
+/** A lead longer than the farthest appointment (366 days) would only mean "re-check at once". */
+const MAX_LEAD_MINUTES = 366 * 24 * 60;
+
+/** An IANA time zone name that this Node's Intl knows. */
+export function isTimeZone(value: string): boolean {
+  try {
+    new Intl.DateTimeFormat('en-US', { timeZone: value });
+    return true;
+  } catch {
+    return false;
+  }
+}
 
 export interface Config {
   port: number;
@@ -105,6 +129,8 @@ export interface Config {
   tokenSigningKeys: Record<string, unknown>[];
   /** AuditEvents are recorded (AUDIT_EVENTS=off only for measurements). */
   auditEvents: boolean;
+  /** PREVISIT_LEAD_MINUTES: the re-check before an appointment, minutes before its start (docs/previsit.md). */
+  previsitLeadMinutes: number;
 }
 
 const SANDBOX_KEY = 'sandbox';
@@ -173,6 +199,12 @@ const envSchema = z.object({
     .pipe(z.array(z.string().refine(isOrigin, 'each origin must be scheme://host[:port], nothing else')))
     .default([]),
   SUBSCRIPTION_RETRY_MINUTES: intFrom(1).default(60),
+  PREVISIT_LEAD_MINUTES: z
+    .string()
+    .regex(/^\d+(\.\d+)?$/, 'must be a number of minutes >= 0 (decimals allowed)')
+    .transform(Number)
+    .pipe(z.number().min(0).max(MAX_LEAD_MINUTES))
+    .default(DEFAULT_PREVISIT_LEAD_MINUTES),
   /** Comma-separated subscriptionEndpoints of the sandbox tenant (sandbox mode only). */
   SANDBOX_SUBSCRIPTION_ENDPOINTS: z.string().optional(),
 });
@@ -306,6 +338,16 @@ const tenantsSchema = (env: NodeJS.ProcessEnv) =>
           subscriptionEndpoints: z.array(subscriptionEndpoint).max(50).optional(),
           reuseWindowMinutes: z.number().int().min(0).max(10_080).default(DEFAULT_REUSE_WINDOW_MINUTES),
           smartClients: z.array(smartClientSchema).default([]),
+          previsitLeadMinutes: z
+            .number('previsitLeadMinutes must be a number of minutes >= 0')
+            .min(0, 'previsitLeadMinutes must be a number of minutes >= 0')
+            .max(MAX_LEAD_MINUTES)
+            .optional(),
+          previsitDayStart: z
+            .string()
+            .regex(/^([01]\d|2[0-3]):[0-5]\d$/, 'previsitDayStart must be HH:MM (24 h)')
+            .optional(),
+          timeZone: z.string().refine(isTimeZone, 'timeZone must be an IANA time zone name').optional(),
           cdsClients: z.array(cdsClientSchema).default([]),
         }),
       )
@@ -367,6 +409,9 @@ function loadTenants(file: string, env: NodeJS.ProcessEnv): Tenant[] {
             })),
           }
         : {}),
+      ...(t.previsitLeadMinutes === undefined ? {} : { previsitLeadMinutes: t.previsitLeadMinutes }),
+      ...(t.previsitDayStart === undefined ? {} : { previsitDayStart: t.previsitDayStart }),
+      ...(t.timeZone === undefined ? {} : { timeZone: t.timeZone }),
       ...(t.cdsClients.length > 0
         ? {
             cdsClients: t.cdsClients.map((c) => ({
@@ -495,5 +540,6 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     accessTokenTtlSeconds: e.ACCESS_TOKEN_TTL_SECONDS,
     tokenSigningKeys,
     auditEvents: e.AUDIT_EVENTS === 'on',
+    previsitLeadMinutes: e.PREVISIT_LEAD_MINUTES,
   };
 }

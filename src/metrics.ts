@@ -8,6 +8,7 @@ import type { LifecycleEvent } from './checks/lifecycle.js';
 import type { UpstreamPort, UpstreamResult } from './upstream/port.js';
 import { describeFailure } from './upstream/port.js';
 import type { DeliveryMetrics } from './notifications/worker.js';
+import type { PrevisitEvent } from './checks/previsit.js';
 
 export interface Metrics {
   registry: client.Registry;
@@ -17,6 +18,8 @@ export interface Metrics {
   instrument: (upstream: UpstreamPort) => UpstreamPort;
   /** Subscription notifications: sent, failed, retried, lag from CER final to delivery. */
   deliveries: DeliveryMetrics;
+  /** Pre-visit checks (docs/previsit.md): re-checks run, skipped, cancelled; check-ins answered by reuse. */
+  onPrevisit: (event: PrevisitEvent) => void;
   /** CDS Hooks calls, cards and feedback (docs/cds-hooks.md). */
   cds: CdsMetrics;
 }
@@ -133,6 +136,23 @@ export function createMetrics(store: CheckStore): Metrics {
     labelNames: ['service', 'outcome'] as const,
     registers: [registry],
   });
+  const rechecks = new client.Counter({
+    name: 'previsit_rechecks_total',
+    help: 'Pre-visit re-checks by tenant and result: run, skipped (an answer still reusable at the start), cancelled',
+    labelNames: ['tenant', 'result'] as const,
+    registers: [registry],
+  });
+  const checkinsReused = new client.Counter({
+    name: 'previsit_checkins_reused_total',
+    help: 'Check-ins ($submit) answered by reuse of a pre-visit check (booking or re-check), by tenant',
+    labelNames: ['tenant'] as const,
+    registers: [registry],
+  });
+  const RECHECK_RESULTS = {
+    'recheck-run': 'run',
+    'recheck-skipped': 'skipped',
+    'recheck-cancelled': 'cancelled',
+  };
 
   const timed = async <T>(endpoint: string, call: () => Promise<UpstreamResult<T>>) => {
     const end = upstreamCalls.startTimer({ endpoint });
@@ -148,6 +168,10 @@ export function createMetrics(store: CheckStore): Metrics {
       if (event.type === 'poll') pollLag.observe(event.lateMs / 1000);
       if (event.type === 'done') finished.inc({ tenant: event.tenantId, outcome: event.outcome });
       if (event.type === 'reuse') reused.inc({ tenant: event.tenantId });
+    },
+    onPrevisit(event) {
+      if (event.type === 'checkin-reused') checkinsReused.inc({ tenant: event.tenantId });
+      else rechecks.inc({ tenant: event.tenantId, result: RECHECK_RESULTS[event.type] });
     },
     deliveries: {
       sent: (type) => notificationsSent.inc({ type }),

@@ -15,7 +15,9 @@ import { Slots } from './checks/slots.js';
 import { Scheduler } from './checks/scheduler.js';
 import { PayerDurationBook } from './checks/payer-durations.js';
 import { CheckService } from './checks/service.js';
+import { PrevisitWorker } from './checks/previsit-worker.js';
 import type { CheckStore } from './checks/store/check-store.js';
+import type { Store } from './checks/store/appointment-store.js';
 import type { UpstreamPort } from './upstream/port.js';
 import { conformanceTypes } from './operations/conformance-read.js';
 import { fhirDefinitionsLoaded, warmFhirDefinitions } from './fhir/validator.js';
@@ -48,9 +50,11 @@ export interface RunningServer {
   url: string;
   /** The express app (route introspection in tests). */
   app: Express;
-  store: CheckStore;
+  store: Store;
   scheduler: Scheduler;
   checks: CheckService;
+  /** Pre-visit re-checks (docs/previsit.md). */
+  previsit: PrevisitWorker;
   /** Sends subscription notifications (docs/notifications.md). */
   notifications: DeliveryWorker;
   upstreamUrl: string;
@@ -201,6 +205,22 @@ export async function startServer(
     now,
     // A check refused by an open payer guard is final at insert: its events are delivered at once.
     onEvent,
+    previsitLeadMinutes: config.previsitLeadMinutes,
+    onPrevisit: metrics.onPrevisit,
+  });
+  const previsit = new PrevisitWorker({
+    store,
+    checks,
+    tenant: (id) => tenants.get(id),
+    logger,
+    owner,
+    // "Is it due" by the clock the replicas share (the database's), or a test's injected clock.
+    clock: overrides.now ? () => Promise.resolve(now()) : () => store.appointments.clock(),
+    leaseMs: config.leaseMs,
+    idleMs: 1000,
+    retryMs: Math.max(config.pollIntervalMs, 1000),
+    batchSize: 100,
+    onEvent: metrics.onPrevisit,
   });
 
   // SMART Backend Services and the audit trail (docs/auth.md).
@@ -312,6 +332,7 @@ export async function startServer(
   );
   scheduler.start();
   notifications.start();
+  previsit.start();
   // Retention: finished checks older than RETENTION_DAYS are deleted (hourly).
   const purge = () => {
     store.purgeBefore(now() - config.retentionDays * 86_400_000).then(
@@ -348,6 +369,7 @@ export async function startServer(
     store,
     scheduler,
     checks,
+    previsit,
     notifications,
     upstreamUrl,
     audit,
@@ -360,6 +382,7 @@ export async function startServer(
         server.close(() => resolve());
         server.closeAllConnections();
       });
+      await previsit.stop();
       await scheduler.stop();
       await notifications.stop();
       refusals.stop();

@@ -7,7 +7,7 @@ import { randomUUID } from 'node:crypto';
 import { DEFAULT_REUSE_WINDOW_MINUTES, type Tenant } from '../config.js';
 import type { CheckInput } from '../mapping/types.js';
 import { adapterErrorCer, queuedCer } from '../mapping/response/index.js';
-import { OperationOutcomeError, outcome } from '../fhir/outcomes.js';
+import { OperationOutcomeError, outcome, unprocessable } from '../fhir/outcomes.js';
 import { adapterError } from '../mapping/response/adapter-errors.js';
 import type { AdapterErrorCode } from '../mapping/response/adapter-errors.js';
 import { cerContext } from './lifecycle.js';
@@ -16,7 +16,33 @@ import type { Scheduler } from './scheduler.js';
 import { guardRefusal } from './guards.js';
 import { isAnswered } from './store/check-store.js';
 import { reuseKeyOf } from './store/rows.js';
-import type { Check, CheckStore, NewCheck } from './store/check-store.js';
+import type { Check, NewCheck } from './store/check-store.js';
+import type { Appointment, Store } from './store/appointment-store.js';
+import {
+  appointmentStart,
+  previsitSettings,
+  recheckDueAt,
+  servicedProblem,
+  servicedStart,
+  type PrevisitEvent,
+  type PrevisitSettings,
+  type ServicedStart,
+} from './previsit.js';
+
+/** A new check's row, and the payer guard that answered it at once, if any. */
+export interface PreparedCheck {
+  check: NewCheck;
+  guard: AdapterErrorCode | undefined;
+}
+
+/** What accept() did with a request. */
+export interface Accepted {
+  check: Check;
+  created: boolean;
+  reused?: boolean;
+  /** The appointment the request is (docs/previsit.md), when its service starts in the future. */
+  appointment?: Appointment;
+}
 
 export interface CheckServiceOptions {
   baseUrl: string;
@@ -27,11 +53,15 @@ export interface CheckServiceOptions {
   now: () => number;
   /** Metrics: a check answered by a payer guard at once is counted as done. */
   onEvent?: (event: LifecycleEvent) => void;
+  /** PREVISIT_LEAD_MINUTES: the service's re-check lead (a tenant's previsitLeadMinutes overrides it). */
+  previsitLeadMinutes?: number;
+  /** Metrics of pre-visit checks (check-ins answered by reuse). */
+  onPrevisit?: (event: PrevisitEvent) => void;
 }
 
 export class CheckService {
   constructor(
-    readonly store: CheckStore,
+    readonly store: Store,
     private readonly scheduler: Scheduler,
     private readonly options: CheckServiceOptions,
   ) {}
@@ -42,17 +72,89 @@ export class CheckService {
    * identifier takes precedence: a request whose identifier is already stored gets that check,
    * never a reused one.
    */
-  async accept(
-    tenant: Tenant,
-    input: CheckInput,
-    allowance: ReuseAllowance = {},
-  ): Promise<{ check: Check; created: boolean; reused?: boolean }> {
+  async accept(tenant: Tenant, input: CheckInput, allowance: ReuseAllowance = {}): Promise<Accepted> {
+    const settings = this.previsitSettings(tenant);
+    const now = this.options.now();
+    const problem = servicedProblem(input.request, settings, now);
+    if (problem) throw unprocessable(problem.text, problem.expression, 'value');
+    // A search-all asks which payers know the patient; it is no visit's check.
+    const start = input.isSearchAll ? null : appointmentStart(input.request, settings, now);
+    if (start) return this.book(tenant, input, allowance, start, settings);
     const reusable = await this.reusableFor(tenant, input, allowance);
     if (reusable && !(await this.existingFor(tenant, input))) {
       this.options.onEvent?.({ type: 'reuse', tenantId: tenant.id });
+      if (this.wasPrevisit(reusable, settings))
+        this.options.onPrevisit?.({ type: 'checkin-reused', tenantId: tenant.id });
       return { check: reusable, created: false, reused: true };
     }
     return this.insert(tenant, input);
+  }
+
+  /** The pre-visit settings of a tenant (its own, else PREVISIT_LEAD_MINUTES and the defaults). */
+  previsitSettings(tenant: Tenant): PrevisitSettings {
+    return previsitSettings(tenant, this.options.previsitLeadMinutes);
+  }
+
+  /**
+   * Books an appointment (docs/previsit.md): the request, its booking check (or the answer $submit
+   * would reuse) and its pending re-check at start - lead, in one transaction. The same
+   * identifier again returns the appointment already booked, with its latest check.
+   */
+  private async book(
+    tenant: Tenant,
+    input: CheckInput,
+    allowance: ReuseAllowance,
+    start: ServicedStart,
+    settings: PrevisitSettings,
+  ): Promise<Accepted> {
+    const key = input.idempotencyKey;
+    const booked = key === null ? null : await this.store.appointments.findByKey(tenant.id, key);
+    if (booked) return this.alreadyBooked(tenant, booked, input);
+    const id = randomUUID();
+    const appointment = {
+      id,
+      tenantId: tenant.id,
+      idempotencyKey: key,
+      input: { ...input, request: { ...input.request, id } },
+      startAt: start.at,
+      dueAt: recheckDueAt(start.at, settings),
+      now: this.options.now(),
+    };
+    const reusable = await this.reusableFor(tenant, input, allowance);
+    if (reusable && !(await this.existingFor(tenant, input))) {
+      const stored = await this.store.appointments.book(
+        { ...appointment, bookingCheckId: reusable.id },
+        null,
+      );
+      this.options.onEvent?.({ type: 'reuse', tenantId: tenant.id });
+      if (stored.appointment && stored.appointment.bookingCheckId !== reusable.id)
+        return this.alreadyBooked(tenant, stored.appointment, input);
+      return { check: reusable, created: false, reused: true, ...withAppointment(stored.appointment) };
+    }
+    const stored: { appointment: Appointment | null } = { appointment: null };
+    const result = await this.insert(tenant, input, id, async (check) => {
+      const written = await this.store.appointments.book({ ...appointment, bookingCheckId: id }, check);
+      stored.appointment = written.appointment;
+      if (!written.check) throw new Error(`booking check ${id} was neither inserted nor found`);
+      return written.check;
+    });
+    return { ...result, ...withAppointment(stored.appointment) };
+  }
+
+  /** An appointment booked before with the same identifier: its latest check. */
+  private async alreadyBooked(tenant: Tenant, booked: Appointment, input: CheckInput): Promise<Accepted> {
+    const latest =
+      (booked.recheckId ? await this.store.get(tenant.id, booked.recheckId) : null) ??
+      (await this.store.get(tenant.id, booked.bookingCheckId));
+    if (!latest) throw new Error(`appointment ${booked.id} has no check`);
+    if (!sameCheck(latest, input)) throw identifierConflict();
+    return { check: latest, created: false, appointment: booked };
+  }
+
+  /** Whether a check was a pre-visit check: asked before its service's start. */
+  private wasPrevisit(check: Check, settings: PrevisitSettings): boolean {
+    const start: ServicedStart | null = servicedStart(check.request, settings);
+    return start !== null && start.at > check.createdAt;
   }
 
   /**
@@ -69,9 +171,17 @@ export class CheckService {
     const windowMs = reuseWindowMs(tenant, allowance);
     // No reuse allowed (Cache-Control: no-cache): the key (a JSON text and its SHA-256) is not made.
     if (windowMs <= 0) return null;
+    return this.reusableSince(tenant, input, this.options.now() - windowMs);
+  }
+
+  /**
+   * The newest found-member answer to the same question given at or after `since` (epoch ms), as
+   * reusableFor decides it; the pre-visit re-check asks for one still reusable at the start.
+   */
+  async reusableSince(tenant: Tenant, input: CheckInput, since: number): Promise<Check | null> {
     const key = reuseKeyOf({ ...input, upstreamRequest: input.upstream });
     if (key === null) return null;
-    const found = await this.store.findReusable(tenant.id, key, this.options.now() - windowMs);
+    const found = await this.store.findReusable(tenant.id, key, since);
     if (!found) return null;
     // The newest answer decides: a newer error or member-not-found is never skipped for an older
     // found answer.
@@ -102,38 +212,52 @@ export class CheckService {
     return sameCheck(existing, input);
   }
 
-  private async insert(tenant: Tenant, input: CheckInput): Promise<{ check: Check; created: boolean }> {
+  /**
+   * Stores a new check of the given id (by `write`: the booking of an appointment writes it with
+   * its appointment).
+   */
+  private async insert(
+    tenant: Tenant,
+    input: CheckInput,
+    id: string = randomUUID(),
+    write: (check: NewCheck) => Promise<{ check: Check; created: boolean }> = (check) =>
+      this.store.insert(check),
+  ): Promise<{ check: Check; created: boolean }> {
+    const prepared = await this.prepare(tenant, input, id);
+    const result = await write(prepared.check);
+    if (result.created) this.started(prepared);
+    // The identifier is an idempotency key, not a licence to answer for another patient.
+    else if (!sameCheck(result.check, input)) throw identifierConflict();
+    return result;
+  }
+
+  /**
+   * The row of a new check, not yet written: waiting for a slot, or already answered by an open
+   * payer guard (after invalid_credentials or a portal backoff), even when every tenant slot is
+   * taken: the check would otherwise wait for a slot only to be refused by the same guard in the
+   * scheduler (which still checks, for guards opened later). `requestId`: the stored request it
+   * checks when not its own (a pre-visit re-check: the appointment's).
+   */
+  async prepare(tenant: Tenant, input: CheckInput, id: string, requestId?: string): Promise<PreparedCheck> {
     const timeout = input.isSearchAll ? this.options.searchAllTimeoutMs : this.options.checkTimeoutMs;
     const now = this.options.now();
-    // An open payer guard (after invalid_credentials or a portal backoff) answers at once, even
-    // when every tenant slot is taken: the check would otherwise wait for a slot only to be
-    // refused by the same guard in the scheduler (which still checks, for guards opened later).
     const guard = guardRefusal(await this.store.getGuard(tenant.id, input.payerCode), now);
-    const result = await this.store.insert(
-      newCheckOf(input, {
-        id: randomUUID(),
-        tenantId: tenant.id,
-        now,
-        timeoutMs: timeout,
-        baseUrl: this.options.baseUrl,
-        guard,
-      }),
-    );
-    if (result.created && guard) {
-      this.options.onEvent?.({ type: 'done', tenantId: tenant.id, outcome: guard });
-    } else if (result.created) this.scheduler.wake();
-    else if (!sameCheck(result.check, input)) {
-      // The identifier is an idempotency key, not a licence to answer for another patient.
-      throw new OperationOutcomeError(
-        outcome(
-          'conflict',
-          'This request identifier was already used for a different check (another patient, payer or service). Send a new identifier for a new check.',
-          { expression: ['CoverageEligibilityRequest.identifier[0]'] },
-        ),
-        409,
-      );
-    }
-    return result;
+    const check = newCheckOf(input, {
+      id,
+      tenantId: tenant.id,
+      now,
+      timeoutMs: timeout,
+      baseUrl: this.options.baseUrl,
+      guard,
+      ...(requestId === undefined ? {} : { requestId }),
+    });
+    return { check, guard };
+  }
+
+  /** After a prepared check was written: the scheduler woken, or a guard's answer counted as done. */
+  started({ check, guard }: PreparedCheck): void {
+    if (guard) this.options.onEvent?.({ type: 'done', tenantId: check.tenantId, outcome: guard });
+    else this.scheduler.wake();
   }
 
   /**
@@ -185,6 +309,21 @@ export class CheckService {
   }
 }
 
+function identifierConflict(): OperationOutcomeError {
+  return new OperationOutcomeError(
+    outcome(
+      'conflict',
+      'This request identifier was already used for a different check (another patient, payer or service). Send a new identifier for a new check.',
+      { expression: ['CoverageEligibilityRequest.identifier[0]'] },
+    ),
+    409,
+  );
+}
+
+function withAppointment(appointment: Appointment | null): { appointment?: Appointment } {
+  return appointment ? { appointment } : {};
+}
+
 /** What the client's Cache-Control allows of a reuse (docs/batch-and-reuse.md). */
 export interface ReuseAllowance {
   /** `no-cache`: always a new check. */
@@ -227,10 +366,12 @@ export function newCheckOf(
     timeoutMs: number;
     baseUrl: string;
     guard?: AdapterErrorCode | undefined;
+    /** The stored request it checks, when not its own (a pre-visit re-check: the appointment's). */
+    requestId?: string;
   },
 ): NewCheck {
   const { id, now } = at;
-  const request = { ...input.request, id };
+  const request = { ...input.request, id: at.requestId ?? id };
   const ctx = cerContext(
     {
       id,

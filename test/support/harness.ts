@@ -67,6 +67,8 @@ export interface HarnessOptions {
   auditEvents?: boolean;
   /** PUBLIC_BASE_URL (default: http://localhost:<port>). */
   publicBaseUrl?: string;
+  /** PREVISIT_LEAD_MINUTES (default 120). */
+  previsitLeadMinutes?: number;
 }
 
 export interface Harness {
@@ -129,6 +131,7 @@ export function testConfig(upstreamUrl: string, options: HarnessOptions = {}): C
     accessTokenTtlSeconds: options.accessTokenTtlSeconds ?? 300,
     tokenSigningKeys: options.tokenSigningKeys ?? [],
     auditEvents: options.auditEvents ?? true,
+    previsitLeadMinutes: options.previsitLeadMinutes ?? 120,
   };
 }
 

@@ -15,6 +15,9 @@ export interface RequestOptions {
   identifier?: string | null;
   discovery?: boolean;
   category?: string;
+  /** serviced[x]: an appointment when it lies in the future (docs/previsit.md). */
+  servicedDate?: string;
+  servicedPeriod?: { start?: string; end?: string };
 }
 
 let counter = 0;
@@ -66,6 +69,8 @@ export function eligibilityRequest(options: RequestOptions = {}): CoverageEligib
     ],
     contained: options.discovery ? [patient] : [patient, payer],
   };
+  if (options.servicedDate) request.servicedDate = options.servicedDate;
+  if (options.servicedPeriod) request.servicedPeriod = options.servicedPeriod;
   if (identifierValue !== null)
     request.identifier = [{ system: 'urn:example:ehr:eligibility', value: identifierValue }];
   return request;

@@ -9,7 +9,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import pg from 'pg';
 import { afterAll, afterEach, beforeAll } from 'vitest';
-import type { CheckStore } from '../../src/checks/store/check-store.js';
+import type { Store as CheckStore } from '../../src/checks/store/appointment-store.js';
 import { openStore } from '../../src/checks/store/open.js';
 import { testDatabaseUrl } from './postgres.js';
 

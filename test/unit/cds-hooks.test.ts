@@ -6,7 +6,7 @@ import { describe, expect, it } from 'vitest';
 import { bounded, MAX_SUMMARY, scrubberOf } from '../../src/operations/cds-hooks/cards.js';
 import { fhirServerAllowed } from '../../src/operations/cds-hooks/fhir-server.js';
 import { appointmentsOf } from '../../src/operations/cds-hooks/request.js';
-import { leadText, visitTime } from '../../src/operations/cds-hooks/visit-time.js';
+import { leadText, startedAt, visitTime } from '../../src/operations/cds-hooks/visit-time.js';
 
 describe('fhirServerAllowed', () => {
   const prefixes = ['https://ehr.example.org/fhir'];
@@ -83,9 +83,21 @@ describe('appointments', () => {
 
 describe('visit time and lead', () => {
   it('shows the appointment in the clinic zone and the lead in words', () => {
-    expect(visitTime('2026-12-03T05:30:00Z')).toBe('3 Dec 2026, 09:30');
+    expect(visitTime('2026-12-03T05:30:00Z', 'Asia/Dubai')).toBe('3 Dec 2026, 09:30');
     expect(leadText(120)).toBe('2 hours');
     expect(leadText(60)).toBe('1 hour');
     expect(leadText(90)).toBe('90 minutes');
+  });
+
+  it('says when the re-check runs only when the appointment is more than one lead away', () => {
+    const settings = { leadMinutes: 120, dayStart: '08:00', timeZone: 'Asia/Dubai' };
+    const start = '2026-12-03T05:30:00Z';
+    const at = Date.parse(start);
+    expect(startedAt(start, settings, at - 3 * 3_600_000)).toBe(
+      'Eligibility check started for the appointment of 3 Dec 2026, 09:30; re-checked 2 hours before it',
+    );
+    expect(startedAt(start, settings, at - 3_600_000)).toBe(
+      'Eligibility check started for the appointment of 3 Dec 2026, 09:30',
+    );
   });
 });

@@ -170,6 +170,11 @@ export interface DateRange {
 export interface SearchFilters {
   /** Check ids (= CER id = CoverageEligibilityRequest id). */
   ids?: string[][];
+  /**
+   * Stored request ids (`request=`): the check of that id, and the pre-visit re-check of the
+   * appointment of that id (docs/previsit.md), whose CER refers to the same request.
+   */
+  requests?: string[][];
   /** The patient identifier used for the check (patient_key / patient_value). */
   patient?: TokenValue[][];
   /** The request's first identifier, the idempotency key. */

@@ -7,7 +7,7 @@
  */
 import { mkdir } from 'node:fs/promises';
 import { dirname } from 'node:path';
-import type { CheckStore } from './check-store.js';
+import type { Store } from './appointment-store.js';
 import { SqlStore } from './sql-store.js';
 import { SqliteDriver } from './sqlite.js';
 
@@ -16,7 +16,7 @@ export interface OpenStoreOptions {
   schema?: string;
 }
 
-export async function openStore(databaseUrl: string, options: OpenStoreOptions = {}): Promise<CheckStore> {
+export async function openStore(databaseUrl: string, options: OpenStoreOptions = {}): Promise<Store> {
   if (databaseUrl.startsWith('sqlite:')) {
     // `sqlite:///abs/path` and `sqlite://rel` are accepted too, as other tools write them.
     const path = databaseUrl.slice('sqlite:'.length).replace(/^\/\//, '');

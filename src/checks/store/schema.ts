@@ -205,6 +205,32 @@ const MIGRATIONS: readonly Migration[] = [
   // read every stored page, 77 ms for 4,000 checks and about 2 s for 100,000, on the event loop
   // (bench/README.md, figure 1). PostgreSQL keeps such values out of line, and gains the same count.
   () => ['CREATE INDEX checks_outcome_idx ON checks (tenant_id, state, outcome)'],
+  // 14 (issue 26, pre-visit checks; docs/previsit.md): appointments. One row per stored request
+  // whose service starts in the future: its request and what a check of it needs, its booking
+  // answer, and its pending re-check, claimed with a lease (the due index serves the claim, the
+  // start index the `serviced` search, the key index idempotency of a booking answered by reuse).
+  (t) => [
+    `CREATE TABLE appointments (
+    id TEXT PRIMARY KEY,
+    tenant_id TEXT NOT NULL,
+    idempotency_key TEXT,
+    input ${t.json} NOT NULL,
+    booking_check_id TEXT NOT NULL,
+    recheck_id TEXT,
+    start_at ${t.bigint} NOT NULL,
+    due_at ${t.bigint} NOT NULL,
+    state TEXT NOT NULL CHECK (state IN ('scheduled', 'rechecked', 'skipped', 'cancelled')),
+    lease_owner TEXT,
+    lease_until ${t.bigint},
+    created_at ${t.bigint} NOT NULL,
+    updated_at ${t.bigint} NOT NULL
+  )`,
+    'CREATE INDEX appointments_due_idx ON appointments (state, due_at)',
+    'CREATE INDEX appointments_start_idx ON appointments (tenant_id, start_at)',
+    'CREATE INDEX appointments_booking_idx ON appointments (booking_check_id)',
+    `CREATE UNIQUE INDEX appointments_idempotency_idx ON appointments (tenant_id, idempotency_key)
+    WHERE idempotency_key IS NOT NULL`,
+  ],
 ];
 
 /** The migration after which the answers of rows finished before it are decided once. */

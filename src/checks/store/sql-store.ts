@@ -51,6 +51,7 @@ import type { Dialect, Result, SqlDriver, Work } from './driver.js';
 import { migration } from './schema.js';
 import { TERMINAL_STATUSES } from '../../upstream/contract.js';
 import { recordEvents, SqlSubscriptionStore } from './sql-subscriptions.js';
+import { SqlAppointmentStore } from './sql-appointments.js';
 import { ELIGIBILITY_FINAL_TOPIC } from './subscription-store.js';
 import { insertingAudit, purgingAudit, rememberingJti, searchingAudit } from './audit-store.js';
 import type { AuditFilters, AuditRow } from './audit-store.js';
@@ -94,6 +95,7 @@ function* query(sql: string, params: readonly unknown[] = []): Work<Row[]> {
 export class SqlStore implements CheckStore {
   readonly kind: StoreKind;
   readonly subscriptions: SqlSubscriptionStore;
+  readonly appointments: SqlAppointmentStore;
   private readonly dialect: Dialect;
   /** A `checks` row as a Check, its JSON columns read as this driver returns them. */
   private readonly toCheck: (row: Row) => Check;
@@ -107,6 +109,7 @@ export class SqlStore implements CheckStore {
     this.toCheck = (row) => rowToCheck(row, readJson);
     this.toClaimed = (row) => rowToClaimed(row, readJson);
     this.subscriptions = new SqlSubscriptionStore(driver);
+    this.appointments = new SqlAppointmentStore(driver, (check) => this.inserting(check));
   }
 
   migrate(): Promise<void> {
@@ -548,6 +551,10 @@ export class SqlStore implements CheckStore {
       for (const group of groups ?? []) where.push(`(${group.map(one).join(' OR ')})`);
     };
     anyOf(filters.ids, (id) => `id = ${params.add(id)}`);
+    anyOf(filters.requests, (id) => {
+      const value = params.add(id);
+      return `(id = ${value} OR id IN (SELECT recheck_id FROM appointments WHERE id = ${value}))`;
+    });
     anyOf(filters.patient, (token) => this.token(params, token, 'patient_key', 'patient_value'));
     anyOf(filters.requestIdentifier, (token) =>
       this.token(params, token, 'idempotency_key', 'request_identifier_value'),
@@ -564,7 +571,9 @@ export class SqlStore implements CheckStore {
     // statistics, would otherwise walk all of the tenant's rows in time order through
     // checks_updated_idx rather than find the few matching ones and sort them
     // (test/store/search-plan.test.ts).
-    const selective = Boolean(filters.ids ?? filters.patient ?? filters.requestIdentifier);
+    const selective = Boolean(
+      filters.ids ?? filters.requests ?? filters.patient ?? filters.requestIdentifier,
+    );
     const order = sort.map((key) => {
       const column = key.field === 'created' ? 'created_at' : 'updated_at';
       return `${selective ? '+' : ''}${column} ${key.descending ? 'DESC' : 'ASC'}`;

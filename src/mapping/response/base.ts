@@ -79,7 +79,8 @@ export function baseCer(
     patient: ctx.patient,
     ...servicedOf(ctx.request),
     created: ctx.now,
-    request: { reference: `CoverageEligibilityRequest/${ctx.checkId}` },
+    // A pre-visit re-check answers its appointment's request (docs/previsit.md), not one of its own.
+    request: { reference: `CoverageEligibilityRequest/${ctx.request.id ?? ctx.checkId}` },
     outcome,
     ...(text ? { disposition: text } : {}),
     insurer: ctx.insurer,

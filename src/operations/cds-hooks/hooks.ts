@@ -17,7 +17,7 @@ import { checkInputs, coverageParser, lookupKeys, type HookCheck, type LookupKey
 import type { GuardedFhirClient } from './fhir-server.js';
 import { patientData } from './prefetch.js';
 import { appointmentsOf, readCdsRequest, type CdsRequest } from './request.js';
-import { reCheckLead, visitTime } from './visit-time.js';
+import { startedAt } from './visit-time.js';
 
 export interface HookDeps {
   checks: CheckService;
@@ -81,7 +81,11 @@ export async function appointmentBook(
           : `${request.hookInstance}/${booked.key}/${payer}`,
     });
     const inputs = checks.flatMap((c) => ('input' in c ? [c.input] : []));
-    const started = `Eligibility check started for the appointment of ${visitTime(booked.appointment.start)}; re-checked ${reCheckLead(caller.tenant)} before it`;
+    const started = startedAt(
+      booked.appointment.start,
+      deps.checks.previsitSettings(caller.tenant),
+      deps.now(),
+    );
     for (const entry of checks) {
       const card = await cardOf(entry, caller.tenant, deps, context(inputs), { started });
       cards.push(card.card);
@@ -184,10 +188,13 @@ async function cardOf(
       card: problemCard(INCOMPLETE, refusalText(entry.error), context),
     };
   try {
-    const { check } = await deps.checks.accept(tenant, entry.input);
-    return { card: checkCard(check, context, options), checkId: check.id };
+    const accepted = await deps.checks.accept(tenant, entry.input);
+    return {
+      card: checkCard(accepted.check, context, options),
+      checkId: accepted.check.id,
+    };
   } catch (error) {
-    return { card: problemCard('Eligibility not checked for this appointment', refusalText(error), context) };
+    return { card: problemCard('Eligibility not checked', refusalText(error), context) };
   }
 }
 

@@ -1,29 +1,32 @@
 /**
- * The appointment's time and the re-check's lead as a card says them. Pure.
+ * What an appointment-book card says of a check it started: the appointment's time in the
+ * clinic's zone and, when the appointment is more than one lead away, when it is re-checked
+ * (docs/previsit.md: booked less than one lead before its start, the booking check is the
+ * pre-visit check). Pure.
  */
-import type { Tenant } from '../../config.js';
+import { leadMs, type PrevisitSettings } from '../../checks/previsit.js';
 
-/** The zone appointments are shown in (the clinics' zone; a tenant setting comes with pre-visit checks). */
-export const VISIT_TIME_ZONE = 'Asia/Dubai';
-/** The pre-visit re-check's lead (PREVISIT_LEAD_MINUTES' default) until the tenant's own is known here. */
-export const DEFAULT_LEAD_MINUTES = 120;
+const FORMATS = new Map<string, Intl.DateTimeFormat>();
 
-const FORMAT = new Intl.DateTimeFormat('en-GB', {
-  timeZone: VISIT_TIME_ZONE,
-  day: 'numeric',
-  month: 'short',
-  year: 'numeric',
-  hour: '2-digit',
-  minute: '2-digit',
-  hourCycle: 'h23',
-});
-
-/** `27 Nov 2026, 09:30` in the clinic's zone. */
-export function visitTime(start: string): string {
-  return FORMAT.format(new Date(start));
+/** `3 Dec 2026, 09:30` in `timeZone`. */
+export function visitTime(start: string, timeZone: string): string {
+  let format = FORMATS.get(timeZone);
+  if (!format) {
+    format = new Intl.DateTimeFormat('en-GB', {
+      timeZone,
+      day: 'numeric',
+      month: 'short',
+      year: 'numeric',
+      hour: '2-digit',
+      minute: '2-digit',
+      hourCycle: 'h23',
+    });
+    FORMATS.set(timeZone, format);
+  }
+  return format.format(new Date(start));
 }
 
-/** The lead in words: `2 hours`, `90 minutes`, `1 hour`. */
+/** The lead in words: `2 hours`, `90 minutes`, `1 hour`, `1.5 minutes`. */
 export function leadText(minutes: number): string {
   if (minutes >= 60 && minutes % 60 === 0) {
     const hours = minutes / 60;
@@ -32,7 +35,9 @@ export function leadText(minutes: number): string {
   return `${minutes} minute${minutes === 1 ? '' : 's'}`;
 }
 
-/** How long before an appointment its re-check runs, for a tenant. */
-export function reCheckLead(_tenant: Tenant): string {
-  return leadText(DEFAULT_LEAD_MINUTES);
+/** The summary of an appointment's card while its booking check runs. */
+export function startedAt(start: string, settings: PrevisitSettings, now: number): string {
+  const when = visitTime(start, settings.timeZone);
+  const recheck = Date.parse(start) - now > leadMs(settings);
+  return `Eligibility check started for the appointment of ${when}${recheck ? `; re-checked ${leadText(settings.leadMinutes)} before it` : ''}`;
 }

@@ -284,7 +284,7 @@ function applyFilter(
         .filter((v) => v !== undefined);
       // Only references to other servers' requests: nothing matches this repetition (AND).
       if (ids.length === 0) parsed.matchesNothing = true;
-      else f.ids = push(f.ids, ids);
+      else f.requests = push(f.requests, ids);
       return;
     }
     case 'patient':

@@ -1,0 +1,287 @@
+/**
+ * The appointment store on SQLite and PostgreSQL (appointment-store.ts), on the check store's
+ * driver. Booking (appointment + booking check) and starting a re-check (appointment + re-check)
+ * are one transaction each, so neither a crash nor a second replica can leave one without the
+ * other or start a re-check twice.
+ */
+import type { CoverageEligibilityRequest } from 'fhir/r4.js';
+import type { CheckInput } from '../../mapping/types.js';
+import { APPOINTMENT_STATES } from './appointment-store.js';
+import type {
+  Appointment,
+  AppointmentClaim,
+  AppointmentState,
+  AppointmentStore,
+  NewAppointment,
+} from './appointment-store.js';
+import type { Check, DateRange, NewCheck } from './check-store.js';
+import { int, nullableInt, nullableText, text } from './rows.js';
+import type { Row } from './rows.js';
+import type { Dialect, SqlDriver, Work } from './driver.js';
+
+/** A due, unleased, scheduled appointment; $1 is now. */
+const DUE = `state = 'scheduled' AND due_at <= $1 AND (lease_until IS NULL OR lease_until <= $1)`;
+
+/** How the check store inserts a check inside another piece of work (sql-store.ts). */
+export type CheckInserting = (check: NewCheck) => Work<{ check: Check; created: boolean }>;
+
+function* query(sql: string, params: readonly unknown[] = []): Work<Row[]> {
+  return (yield { sql, params }).rows;
+}
+
+function isState(value: string): value is AppointmentState {
+  return (APPOINTMENT_STATES as readonly string[]).includes(value);
+}
+
+function rowToAppointment(row: Row, readJson: (value: unknown) => unknown): Appointment {
+  const state = text(row, 'state');
+  if (!isState(state)) throw new Error(`appointment ${text(row, 'id')} has an unknown state`);
+  return {
+    id: text(row, 'id'),
+    tenantId: text(row, 'tenant_id'),
+    idempotencyKey: nullableText(row, 'idempotency_key'),
+    // Written only by book() and cancel() from a typed value.
+    input: readJson(row.input) as CheckInput,
+    bookingCheckId: text(row, 'booking_check_id'),
+    recheckId: nullableText(row, 'recheck_id'),
+    startAt: int(row, 'start_at'),
+    dueAt: int(row, 'due_at'),
+    state,
+    leaseOwner: nullableText(row, 'lease_owner'),
+    leaseUntil: nullableInt(row, 'lease_until'),
+    createdAt: int(row, 'created_at'),
+    updatedAt: int(row, 'updated_at'),
+  };
+}
+
+export class SqlAppointmentStore implements AppointmentStore {
+  private readonly dialect: Dialect;
+  private readonly toAppointment: (row: Row) => Appointment;
+
+  constructor(
+    private readonly driver: SqlDriver,
+    private readonly inserting: CheckInserting,
+  ) {
+    this.dialect = driver.dialect;
+    const { readJson } = this.dialect;
+    this.toAppointment = (row) => rowToAppointment(row, readJson);
+  }
+
+  book(
+    appointment: NewAppointment,
+    check: NewCheck | null,
+  ): Promise<{ appointment: Appointment | null; check?: { check: Check; created: boolean } }> {
+    return this.driver.run(
+      this.kind === 'postgres' ? 'transaction' : 'write',
+      this.booking(appointment, check),
+    );
+  }
+
+  async get(tenantId: string, id: string): Promise<Appointment | null> {
+    const [row] = await this.rows('SELECT * FROM appointments WHERE tenant_id = $1 AND id = $2', [
+      tenantId,
+      id,
+    ]);
+    return row ? this.toAppointment(row) : null;
+  }
+
+  async findByKey(tenantId: string, idempotencyKey: string): Promise<Appointment | null> {
+    const [row] = await this.rows(
+      'SELECT * FROM appointments WHERE tenant_id = $1 AND idempotency_key = $2',
+      [tenantId, idempotencyKey],
+    );
+    return row ? this.toAppointment(row) : null;
+  }
+
+  async claimDue({ owner, now, leaseMs, limit }: AppointmentClaim): Promise<Appointment[]> {
+    if (limit <= 0) return [];
+    // Most rounds find nothing due: a read says so without a write (as the delivery worker's claim).
+    const [due] = await this.rows(`SELECT 1 AS due FROM appointments WHERE ${DUE} LIMIT 1`, [now]);
+    if (!due) return [];
+    // One statement: PostgreSQL locks the rows it picks (SKIP LOCKED: another replica's claim
+    // skips them) and checks the outer condition again on the row as committed; SQLite has one writer.
+    const rows = await this.rows(
+      `UPDATE appointments SET lease_owner = $2, lease_until = $3
+       WHERE id IN (SELECT id FROM appointments WHERE ${DUE}
+                    ORDER BY due_at, id LIMIT $4${this.dialect.lockRows})
+         AND ${DUE}
+       RETURNING *`,
+      [now, owner, now + leaseMs, limit],
+      'write',
+    );
+    return rows.map(this.toAppointment).sort((a, b) => a.dueAt - b.dueAt || a.id.localeCompare(b.id));
+  }
+
+  async postpone(id: string, owner: string, dueAt: number, now: number): Promise<boolean> {
+    return this.settle(id, owner, "due_at = $4, state = 'scheduled'", [dueAt], now);
+  }
+
+  async skip(id: string, owner: string, now: number): Promise<boolean> {
+    return this.settle(id, owner, "state = 'skipped'", [], now);
+  }
+
+  startRecheck(id: string, owner: string, check: NewCheck, now: number): Promise<boolean> {
+    const inserting = this.inserting;
+    const work = function* (): Work<boolean> {
+      const claimed = yield {
+        sql: `UPDATE appointments SET state = 'rechecked', recheck_id = $3, lease_owner = NULL,
+                lease_until = NULL, updated_at = $4
+              WHERE id = $1 AND lease_owner = $2 AND state = 'scheduled'`,
+        params: [id, owner, check.id, now],
+      };
+      if (claimed.changed !== 1) return false;
+      const { created } = yield* inserting(check);
+      if (!created) throw new Error(`re-check ${check.id} of appointment ${id} was not inserted`);
+      return true;
+    };
+    return this.driver.run(this.kind === 'postgres' ? 'transaction' : 'write', work());
+  }
+
+  async cancel(
+    tenantId: string,
+    id: string,
+    request: CoverageEligibilityRequest,
+    now: number,
+  ): Promise<{ appointment: Appointment; previous: AppointmentState } | null> {
+    const { json } = this.dialect;
+    const toAppointment = this.toAppointment;
+    const lock = this.kind === 'postgres' ? ' FOR UPDATE' : '';
+    const work = function* (): Work<{ appointment: Appointment; previous: AppointmentState } | null> {
+      // PostgreSQL: the row's lock, so a claim's startRecheck either committed before (its state is
+      // then `rechecked`) or sees `cancelled` and writes nothing.
+      const [before] = yield* query(`SELECT * FROM appointments WHERE tenant_id = $1 AND id = $2${lock}`, [
+        tenantId,
+        id,
+      ]);
+      if (!before) return null;
+      const previous = toAppointment(before);
+      const input: CheckInput = { ...previous.input, request };
+      const [row] = yield* query(
+        `UPDATE appointments SET state = 'cancelled', input = ${json('$3')}, lease_owner = NULL,
+           lease_until = NULL, updated_at = $4
+         WHERE tenant_id = $1 AND id = $2 RETURNING *`,
+        [tenantId, id, JSON.stringify(input), now],
+      );
+      if (!row) return null;
+      return { appointment: toAppointment(row), previous: previous.state };
+    };
+    return this.driver.run(this.kind === 'postgres' ? 'transaction' : 'write', work());
+  }
+
+  async search(tenantId: string, starts: DateRange[], count: number): Promise<Appointment[]> {
+    const params: unknown[] = [tenantId];
+    const add = (value: unknown) => {
+      params.push(value);
+      return `$${params.length}`;
+    };
+    const where = ['tenant_id = $1'];
+    for (const range of starts) {
+      const bounds: string[] = [];
+      if (range.from !== undefined) bounds.push(`start_at >= ${add(range.from)}`);
+      if (range.before !== undefined) bounds.push(`start_at < ${add(range.before)}`);
+      const within = bounds.length ? bounds.join(' AND ') : 'TRUE';
+      where.push(range.not ? `NOT (${within})` : `(${within})`);
+    }
+    const rows = await this.rows(
+      `SELECT * FROM appointments WHERE ${where.join(' AND ')} ORDER BY start_at, id LIMIT ${add(Math.max(0, count))}`,
+      params,
+    );
+    return rows.map(this.toAppointment);
+  }
+
+  async clock(): Promise<number> {
+    if (this.kind === 'sqlite') return Date.now();
+    const [row] = await this.rows(
+      'SELECT CAST(FLOOR(EXTRACT(EPOCH FROM clock_timestamp()) * 1000) AS BIGINT) AS now',
+    );
+    if (!row) throw new Error('the database gave no time');
+    return int(row, 'now');
+  }
+
+  async releaseAll(owner: string): Promise<void> {
+    await this.rows(
+      `UPDATE appointments SET lease_owner = NULL, lease_until = NULL
+       WHERE lease_owner = $1 OR substr(lease_owner, 1, length($1) + 1) = $1 || ':'`,
+      [owner],
+      'write',
+    );
+  }
+
+  // ---- the work of each call --------------------------------------------------------------
+
+  private get kind(): 'sqlite' | 'postgres' {
+    return this.dialect.types.kind;
+  }
+
+  private *booking(
+    appointment: NewAppointment,
+    check: NewCheck | null,
+  ): Work<{ appointment: Appointment | null; check?: { check: Check; created: boolean } }> {
+    let stored: { check: Check; created: boolean } | undefined;
+    if (check) {
+      stored = yield* this.inserting(check);
+      if (!stored.created) {
+        // The identifier was already used: that check, and the appointment it booked (if any).
+        const [existing] = yield* query('SELECT * FROM appointments WHERE booking_check_id = $1', [
+          stored.check.id,
+        ]);
+        return { appointment: existing ? this.toAppointment(existing) : null, check: stored };
+      }
+    }
+    const a = appointment;
+    const [inserted] = yield* query(
+      `INSERT INTO appointments (id, tenant_id, idempotency_key, input, booking_check_id, recheck_id,
+         start_at, due_at, state, created_at, updated_at)
+       VALUES ($1, $2, $3, ${this.dialect.json('$4')}, $5, NULL, $6, $7, 'scheduled', $8, $8)
+       ON CONFLICT (tenant_id, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
+       RETURNING *`,
+      [
+        a.id,
+        a.tenantId,
+        a.idempotencyKey,
+        JSON.stringify(a.input),
+        a.bookingCheckId,
+        a.startAt,
+        a.dueAt,
+        a.now,
+      ],
+    );
+    if (inserted) return { appointment: this.toAppointment(inserted), ...(stored ? { check: stored } : {}) };
+    const [existing] = yield* query(
+      'SELECT * FROM appointments WHERE tenant_id = $1 AND idempotency_key = $2',
+      [a.tenantId, a.idempotencyKey],
+    );
+    return {
+      appointment: existing ? this.toAppointment(existing) : null,
+      ...(stored ? { check: stored } : {}),
+    };
+  }
+
+  private settle(
+    id: string,
+    owner: string,
+    sets: string,
+    extra: readonly unknown[],
+    now: number,
+  ): Promise<boolean> {
+    return this.driver.run(
+      'write',
+      (function* (): Work<boolean> {
+        const result = yield {
+          sql: `UPDATE appointments SET ${sets}, lease_owner = NULL, lease_until = NULL, updated_at = $3
+                WHERE id = $1 AND lease_owner = $2 AND state = 'scheduled'`,
+          params: [id, owner, now, ...extra],
+        };
+        return result.changed === 1;
+      })(),
+    );
+  }
+
+  private rows(
+    sql: string,
+    params: readonly unknown[] = [],
+    mode: 'single' | 'write' = 'single',
+  ): Promise<Row[]> {
+    return this.driver.run(mode, query(sql, params));
+  }
+}
