@@ -52,6 +52,7 @@ async function signIn(key) {
   $('patient-id').focus();
   void loadRecent();
   void loadAppointments(openAnswer);
+  openLinkedAnswer();
   return null;
 }
 
@@ -59,6 +60,17 @@ async function signIn(key) {
 function openAnswer(path) {
   stopPolling();
   void follow(path);
+}
+
+/**
+ * A link from a CDS Hooks card (`/app/#answer=<CER id>`, docs/cds-hooks.md) opens that answer once
+ * signed in; the id is only ever used as a path segment of this service's own FHIR API.
+ */
+function openLinkedAnswer() {
+  const match = /^#answer=([A-Za-z0-9\-.]{1,64})$/.exec(window.location.hash);
+  if (!match) return;
+  window.history.replaceState(null, '', window.location.pathname);
+  void follow(`/fhir/CoverageEligibilityResponse/${match[1]}`, null);
 }
 
 function fillSelect(select, options) {

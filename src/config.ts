@@ -40,6 +40,20 @@ export interface Tenant {
   previsitDayStart?: string;
   /** The clinic's IANA time zone (its day, its appointment times); absent = DEFAULT_TIME_ZONE. */
   timeZone?: string;
+  /** CDS Hooks clients (EHRs) of the tenant (docs/cds-hooks.md); absent = none. */
+  cdsClients?: CdsClient[];
+}
+
+/**
+ * An EHR registered to call the CDS Hooks services: the `iss` of its JWTs, its public keys (inline
+ * JWKS or a URL) and the FHIR server URL prefixes it may send as `fhirServer` (the only addresses
+ * a prefetch is ever fetched from). https://cds-hooks.hl7.org/2.0/#trusting-cds-clients
+ */
+export interface CdsClient {
+  iss: string;
+  jwks?: { keys: Record<string, unknown>[] };
+  jwksUrl?: string;
+  fhirServers: string[];
 }
 
 /** The time zone of a tenant that does not set one: the UAE's. */
@@ -280,6 +294,34 @@ const smartClientSchema = z
     'give exactly one of jwks and jwksUrl',
   );
 
+/**
+ * A registered `fhirServers` prefix: an absolute http(s) URL without credentials, query or
+ * fragment; compared on the parsed URL by whole path segments (operations/cds-hooks/fhir-server.ts).
+ */
+const fhirServerPrefix = z.string().refine((value) => {
+  try {
+    const url = new URL(value);
+    return /^https?:$/.test(url.protocol) && !url.username && !url.password && !url.search && !url.hash;
+  } catch {
+    return false;
+  }
+}, 'fhirServers entries must be http(s) URLs without credentials, query or fragment');
+
+const cdsClientSchema = z
+  .object({
+    iss: z.string().min(1).max(512),
+    jwks: z.object({ keys: z.array(jwkSchema).min(1) }).optional(),
+    jwksUrl: z
+      .string()
+      .refine(isAllowedJwksUrl, 'jwksUrl must be https, or http to a loopback address')
+      .optional(),
+    fhirServers: z.array(fhirServerPrefix).max(50).default([]),
+  })
+  .refine(
+    (c) => (c.jwks === undefined) !== (c.jwksUrl === undefined),
+    'give exactly one of jwks and jwksUrl',
+  );
+
 const tenantsSchema = (env: NodeJS.ProcessEnv) =>
   z.object({
     tenants: z
@@ -308,7 +350,11 @@ const tenantsSchema = (env: NodeJS.ProcessEnv) =>
             .string()
             .regex(/^([01]\d|2[0-3]):[0-5]\d$/, 'previsitDayStart must be HH:MM (24 h)')
             .optional(),
-          timeZone: z.string().refine(isTimeZone, 'timeZone must be an IANA time zone such as Asia/Dubai').optional(),
+          timeZone: z
+            .string()
+            .refine(isTimeZone, 'timeZone must be an IANA time zone such as Asia/Dubai')
+            .optional(),
+          cdsClients: z.array(cdsClientSchema).default([]),
         }),
       )
       .min(1),
@@ -334,7 +380,14 @@ function loadTenants(file: string, env: NodeJS.ProcessEnv): Tenant[] {
   if (!parsed.success) throw new ConfigError(describe(parsed.error, 'TENANTS_FILE'));
   const ids = new Set<string>();
   const clientIds = new Set<string>();
+  const issuers = new Set<string>();
   return parsed.data.tenants.map((t) => {
+    for (const client of t.cdsClients) {
+      // A CDS Hooks JWT names its client by iss alone: one iss, one tenant.
+      if (issuers.has(client.iss))
+        throw new ConfigError(`TENANTS_FILE: cds client iss ${client.iss} appears twice`);
+      issuers.add(client.iss);
+    }
     if (ids.has(t.id)) throw new ConfigError(`TENANTS_FILE: tenant id ${t.id} appears twice`);
     ids.add(t.id);
     for (const client of t.smartClients) {
@@ -366,6 +419,16 @@ function loadTenants(file: string, env: NodeJS.ProcessEnv): Tenant[] {
       ...(t.previsitLeadMinutes === undefined ? {} : { previsitLeadMinutes: t.previsitLeadMinutes }),
       ...(t.previsitDayStart === undefined ? {} : { previsitDayStart: t.previsitDayStart }),
       ...(t.timeZone === undefined ? {} : { timeZone: t.timeZone }),
+      ...(t.cdsClients.length > 0
+        ? {
+            cdsClients: t.cdsClients.map((c) => ({
+              iss: c.iss,
+              ...(c.jwks ? { jwks: c.jwks } : {}),
+              ...(c.jwksUrl ? { jwksUrl: c.jwksUrl } : {}),
+              fhirServers: c.fhirServers,
+            })),
+          }
+        : {}),
     };
   });
 }

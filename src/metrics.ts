@@ -21,6 +21,15 @@ export interface Metrics {
   deliveries: DeliveryMetrics;
   /** Pre-visit checks (docs/previsit.md): re-checks run, skipped, cancelled; check-ins answered by reuse. */
   onPrevisit: (event: PrevisitEvent) => void;
+  /** CDS Hooks calls, cards and feedback (docs/cds-hooks.md). */
+  cds: CdsMetrics;
+}
+
+/** CDS Hooks: calls per service and outcome, cards per indicator, feedback per outcome. */
+export interface CdsMetrics {
+  call: (service: string, outcome: string) => void;
+  card: (service: string, indicator: string) => void;
+  feedback: (service: string, outcome: string) => void;
 }
 
 /** Creates a registry whose store-backed gauges are read at scrape time. */
@@ -137,6 +146,24 @@ export function createMetrics(store: CheckStore): Metrics {
     registers: [registry],
   });
 
+  const cdsCalls = new client.Counter({
+    name: 'cds_hook_calls_total',
+    help: 'CDS Hooks calls by service and outcome (answered, refused, bad-request, prefetch-failed, error)',
+    labelNames: ['service', 'outcome'] as const,
+    registers: [registry],
+  });
+  const cdsCards = new client.Counter({
+    name: 'cds_cards_total',
+    help: 'CDS Hooks cards answered, by service and indicator',
+    labelNames: ['service', 'indicator'] as const,
+    registers: [registry],
+  });
+  const cdsFeedback = new client.Counter({
+    name: 'cds_feedback_total',
+    help: 'CDS Hooks card feedback received, by service and outcome (accepted, overridden)',
+    labelNames: ['service', 'outcome'] as const,
+    registers: [registry],
+  });
   const rechecks = new client.Counter({
     name: 'previsit_rechecks_total',
     help: 'Pre-visit re-checks by tenant and result: run, skipped (an answer still reusable at the start), cancelled',
@@ -179,6 +206,11 @@ export function createMetrics(store: CheckStore): Metrics {
       failed: (type) => notificationsFailed.inc({ type }),
       retried: () => notificationsRetried.inc(),
       lag: (seconds) => notificationLag.observe(seconds),
+    },
+    cds: {
+      call: (service, outcome) => cdsCalls.inc({ service, outcome }),
+      card: (service, indicator) => cdsCards.inc({ service, indicator }),
+      feedback: (service, outcome) => cdsFeedback.inc({ service, outcome }),
     },
     instrument: (upstream) => ({
       createTask: (creds, body) => timed('create-task', () => upstream.createTask(creds, body)),

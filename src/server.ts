@@ -39,6 +39,8 @@ import { AuditTrail } from './checks/audit.js';
 import { AccessTokens } from './operations/auth/access-tokens.js';
 import { ClientKeys } from './operations/auth/token-endpoint.js';
 import { RefusalCounter, tokenRoute } from './http/security.js';
+import { cdsRoutes } from './http/cds-routes.js';
+import { GuardedFhirClient } from './operations/cds-hooks/fhir-server.js';
 import { cerReadLane, type Lane } from './http/cer-read-lane.js';
 import { identifier, requestFinished } from './http/middleware.js';
 import type { RequestObserver } from './http/middleware.js';
@@ -260,17 +262,22 @@ export async function startServer(
     logger,
   );
   const refusals = new RefusalCounter(logger);
+  const keys = new ClientKeys();
+  const rememberJti = store.rememberJti.bind(store);
   const tokenRoutes = tokenRoute(
-    {
-      tenants: config.tenants,
-      tokens,
-      keys: new ClientKeys(),
-      tokenUrl: `${baseUrl}/auth/token`,
-      rememberJti: (clientKey, jti, expiresAt, at) => store.rememberJti(clientKey, jti, expiresAt, at),
-      now,
-    },
+    { tenants: config.tenants, tokens, keys, tokenUrl: `${baseUrl}/auth/token`, rememberJti, now },
     { audit, refused: refusals.note },
   );
+  // CDS Hooks (docs/cds-hooks.md): the EHR's FHIR server is read through one guarded client.
+  const ehrFhir = new GuardedFhirClient();
+  const cds = cdsRoutes({
+    baseUrl,
+    jwt: { tenants: config.tenants, keys, rememberJti, now },
+    hooks: { checks, fhir: ehrFhir, baseUrl, now },
+    audit,
+    metrics: metrics.cds,
+    refused: refusals.note,
+  });
 
   const observe: RequestObserver = (method, route, status, seconds) =>
     metrics.httpDuration.observe({ method, route, status: String(status) }, seconds);
@@ -283,6 +290,7 @@ export async function startServer(
     extraRoutes: (express) => {
       metricsRoute(metrics, config.metricsToken)(express);
       tokenRoutes(express);
+      express.use('/cds-services', cds);
     },
     corsOrigins: config.corsOrigins,
     appPage: appPageRouter({
@@ -408,6 +416,7 @@ export async function startServer(
       refusals.stop();
       await audit.stop();
       await client.close();
+      await ehrFhir.close();
       await sandbox?.close();
       await store.close();
     },

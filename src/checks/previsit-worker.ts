@@ -89,7 +89,8 @@ export class PrevisitWorker {
         // The lease runs out and another round decides it again: nothing is lost. A store outage
         // is logged once (FailureStreak), not once per appointment.
         if (isStoreUnavailable(error)) this.steps.failed(error);
-        else this.deps.logger.error('pre-visit re-check step failed', { appointmentId: appointment.id, error });
+        else
+          this.deps.logger.error('pre-visit re-check step failed', { appointmentId: appointment.id, error });
       }
     }
     return claimed.length;

@@ -6,7 +6,7 @@ import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { PassThrough } from 'node:stream';
-import type { Config, SmartClient, Tenant } from '../../src/config.js';
+import type { CdsClient, Config, SmartClient, Tenant } from '../../src/config.js';
 import { hashApiKey } from '../../src/config.js';
 import type { UpstreamPort } from '../../src/upstream/port.js';
 import { createLogger } from '../../src/log.js';
@@ -59,6 +59,8 @@ export interface HarnessOptions {
   subscriptionEndpoints?: string[];
   /** SMART clients of clinic-a and clinic-b (docs/auth.md). */
   smartClients?: { a?: SmartClient[]; b?: SmartClient[] };
+  /** CDS Hooks clients of clinic-a and clinic-b (docs/cds-hooks.md). */
+  cdsClients?: { a?: CdsClient[]; b?: CdsClient[] };
   accessTokenTtlSeconds?: number;
   /** ACCESS_TOKEN_KEYS_FILE's keys (default: an ephemeral key). */
   tokenSigningKeys?: Record<string, unknown>[];
@@ -101,10 +103,12 @@ export function testConfig(upstreamUrl: string, options: HarnessOptions = {}): C
       {
         ...tenant('clinic-a', TENANT_A_KEY, options.maxInFlight ?? 3, options.reuseWindowMinutes ?? 0),
         smartClients: options.smartClients?.a ?? [],
+        ...(options.cdsClients?.a ? { cdsClients: options.cdsClients.a } : {}),
       },
       {
         ...tenant('clinic-b', TENANT_B_KEY, options.maxInFlight ?? 3, options.reuseWindowMinutes ?? 0),
         smartClients: options.smartClients?.b ?? [],
+        ...(options.cdsClients?.b ? { cdsClients: options.cdsClients.b } : {}),
       },
     ].map((t) =>
       options.subscriptionEndpoints ? { ...t, subscriptionEndpoints: options.subscriptionEndpoints } : t,

@@ -66,6 +66,41 @@ describe('loadConfig', () => {
       ).toThrow(ConfigError);
   });
 
+  it('cdsClients: iss, jwks or jwksUrl, fhirServers prefixes; refusals', () => {
+    const env = { CLINIC_A_KEY: 'k', UPSTREAM_BASE_URL: 'https://u.example/v2/api-integration-v3' };
+    const jwks = { keys: [{ kty: 'EC', crv: 'P-384', x: 'x', y: 'y' }] };
+    const client = { iss: 'https://ehr.example.org', jwks, fhirServers: ['https://ehr.example.org/fhir'] };
+    const load = (clients: unknown[], others: unknown[] = []) =>
+      loadConfig({
+        ...env,
+        TENANTS_FILE: tenantsFile({ tenants: [{ ...tenant, cdsClients: clients }, ...others] }),
+      });
+    expect(load([client]).tenants[0]?.cdsClients).toEqual([client]);
+    expect(load([]).tenants[0]?.cdsClients).toBeUndefined();
+    const second = { ...tenant, id: 'clinic-b', cdsClients: [client] };
+    for (const [name, clients, others] of [
+      ['both jwks and jwksUrl', [{ ...client, jwksUrl: 'https://ehr.example.org/jwks' }], []],
+      ['neither', [{ iss: client.iss, fhirServers: [] }], []],
+      [
+        'a jwksUrl over http to another host',
+        [{ iss: client.iss, jwksUrl: 'http://ehr.example.org/j', fhirServers: [] }],
+        [],
+      ],
+      [
+        'a fhirServers entry with a query',
+        [{ ...client, fhirServers: ['https://ehr.example.org/fhir?x=1'] }],
+        [],
+      ],
+      [
+        'a fhirServers entry with credentials',
+        [{ ...client, fhirServers: ['https://u:p@ehr.example.org/fhir'] }],
+        [],
+      ],
+      ['one iss in two tenants', [client], [second]],
+    ] as [string, unknown[], unknown[]][])
+      expect(() => load(clients, others), name).toThrow(ConfigError);
+  });
+
   it('uses the documented defaults and the sandbox tenant when nothing is set', () => {
     const config = loadConfig({});
     expect(config).toMatchObject({

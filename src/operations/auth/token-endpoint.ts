@@ -40,7 +40,7 @@ const MAX_ASSERTION_LIFETIME_S = 300;
 /** Clock skew allowed between the client and this service. */
 const CLOCK_TOLERANCE_S = 30;
 
-type KeySet = ReturnType<typeof createLocalJWKSet> | ReturnType<typeof createRemoteJWKSet>;
+export type KeySet = ReturnType<typeof createLocalJWKSet> | ReturnType<typeof createRemoteJWKSet>;
 
 /** The registered clients' key sets, each made once: a jwksUrl is fetched with a timeout and cached. */
 export class ClientKeys {
@@ -54,16 +54,24 @@ export class ClientKeys {
   ) {}
 
   of(client: SmartClient): KeySet {
-    let set = this.sets.get(client.clientId);
+    return this.forKeys(client.clientId, client);
+  }
+
+  /**
+   * The key set registered under `id` (a SMART client id, or `cds:<iss>` for a CDS Hooks client):
+   * an inline JWKS, or a jwksUrl fetched by jose with its timeout, cache and cool-down.
+   */
+  forKeys(id: string, source: { jwks?: { keys: Record<string, unknown>[] }; jwksUrl?: string }): KeySet {
+    let set = this.sets.get(id);
     if (!set) {
-      set = client.jwksUrl
-        ? createRemoteJWKSet(new URL(client.jwksUrl), {
+      set = source.jwksUrl
+        ? createRemoteJWKSet(new URL(source.jwksUrl), {
             timeoutDuration: this.options.timeoutMs,
             cacheMaxAge: this.options.cacheMaxAgeMs,
             cooldownDuration: 30_000,
           })
-        : createLocalJWKSet(client.jwks as JSONWebKeySet);
-      this.sets.set(client.clientId, set);
+        : createLocalJWKSet(source.jwks as JSONWebKeySet);
+      this.sets.set(id, set);
     }
     return set;
   }

@@ -1,0 +1,160 @@
+/**
+ * The JWT a CDS Client sends with every call (CDS Hooks 2.0, "Trusting CDS Clients":
+ * https://cds-hooks.hl7.org/2.0/#trusting-cds-clients): `Authorization: Bearer <JWT>` signed by
+ * the EHR's private key, `iss` the EHR, `aud` the CDS Service endpoint called, `exp`, `iat`, `jti`
+ * (replay protection), an optional `tenant`. This service accepts it only when `iss` is a
+ * registered cdsClient of one tenant, it is signed RS384 or ES384 by one of that client's keys,
+ * `aud` is exactly the called service's URL under PUBLIC_BASE_URL, `exp` is at most five minutes
+ * ahead, and its `jti` was never seen from that `iss` (remembered in the store, so every replica
+ * refuses a replay). Every JWT and JWKS step is jose's, as for SMART (token-endpoint.ts).
+ */
+import { decodeJwt, decodeProtectedHeader, jwtVerify } from 'jose';
+import type { CdsClient, Tenant } from '../../config.js';
+import { looksLikeJwt } from './access-tokens.js';
+import type { ClientKeys } from './token-endpoint.js';
+import { ASSERTION_ALGORITHMS } from './token-endpoint.js';
+
+/** The spec's upper bound on a CDS Client JWT's lifetime, as SMART's: five minutes. */
+const MAX_LIFETIME_S = 300;
+/** Clock skew allowed between the EHR and this service (as for SMART assertions). */
+const CLOCK_TOLERANCE_S = 30;
+
+/** Why a CDS call was refused: counted for the operator, never with the token. */
+export type CdsRefusal =
+  | 'missing'
+  | 'not-a-jwt'
+  | 'algorithm'
+  | 'unknown-issuer'
+  | 'signature'
+  | 'audience'
+  | 'expired'
+  | 'lifetime'
+  | 'claims'
+  | 'replay'
+  | 'keys-unavailable';
+
+/** A refused CDS call: 401, no card, no check. `message` names no key or claim value. */
+export class CdsAuthError extends Error {
+  constructor(
+    readonly reason: CdsRefusal,
+    message: string,
+  ) {
+    super(message);
+    this.name = 'CdsAuthError';
+  }
+}
+
+/** Who called: the tenant and its registered CDS client. */
+export interface CdsCaller {
+  tenant: Tenant;
+  client: CdsClient;
+}
+
+export interface CdsJwtDeps {
+  tenants: readonly Tenant[];
+  keys: ClientKeys;
+  /** Remembers a jti until it expires, across replicas (the store); false on a replay. */
+  rememberJti: (clientKey: string, jti: string, expiresAt: number, now: number) => Promise<boolean>;
+  now: () => number;
+}
+
+/** The registered cdsClient with this iss, and its tenant (an iss belongs to one tenant: config.ts). */
+export function findCdsClient(tenants: readonly Tenant[], iss: string): CdsCaller | null {
+  for (const tenant of tenants) {
+    const client = tenant.cdsClients?.find((c) => c.iss === iss);
+    if (client) return { tenant, client };
+  }
+  return null;
+}
+
+/** What jose says of a failed verification, as a refusal. */
+function refusalOf(error: unknown): CdsAuthError {
+  const code = (error as { code?: unknown }).code;
+  switch (code) {
+    case 'ERR_JWT_EXPIRED':
+      return new CdsAuthError('expired', 'The JWT has expired');
+    case 'ERR_JWS_SIGNATURE_VERIFICATION_FAILED':
+    case 'ERR_JWKS_NO_MATCHING_KEY':
+    case 'ERR_JWKS_MULTIPLE_MATCHING_KEYS':
+      return new CdsAuthError('signature', 'The JWT is not signed by a key registered for its issuer');
+    case 'ERR_JWT_CLAIM_VALIDATION_FAILED': {
+      const claim = (error as { claim?: unknown }).claim;
+      if (claim === 'aud') return new CdsAuthError('audience', "The JWT's aud is not this service's URL");
+      return new CdsAuthError(
+        'claims',
+        `The JWT's ${typeof claim === 'string' ? claim : ''} claim is missing or not valid`,
+      );
+    }
+    case 'ERR_JOSE_ALG_NOT_ALLOWED':
+      return new CdsAuthError(
+        'algorithm',
+        `The JWT must be signed with ${ASSERTION_ALGORITHMS.join(' or ')}`,
+      );
+    case 'ERR_JWKS_TIMEOUT':
+    case 'ERR_JOSE_GENERIC':
+      return new CdsAuthError('keys-unavailable', "The issuer's key set could not be fetched");
+    default:
+      return new CdsAuthError('claims', 'The JWT could not be verified');
+  }
+}
+
+/**
+ * Verifies the Authorization header of a call to the service at `serviceUrl`; resolves to the
+ * caller, or rejects with CdsAuthError for every refusal.
+ */
+export async function verifyCdsJwt(
+  authorization: string | undefined,
+  serviceUrl: string,
+  deps: CdsJwtDeps,
+): Promise<CdsCaller> {
+  const token = /^Bearer\s+(\S+)\s*$/i.exec(authorization ?? '')?.[1];
+  if (!token) throw new CdsAuthError('missing', 'Send Authorization: Bearer <JWT signed by the CDS Client>');
+  if (!looksLikeJwt(token)) throw new CdsAuthError('not-a-jwt', 'The bearer value is not a signed JWT');
+  // The header and iss are read unverified only to choose the client and its keys.
+  let alg: unknown;
+  let iss: unknown;
+  try {
+    alg = decodeProtectedHeader(token).alg;
+    iss = decodeJwt(token).iss;
+  } catch {
+    throw new CdsAuthError('not-a-jwt', 'The bearer value is not a signed JWT');
+  }
+  // Never `none` or HS*: a shared-secret algorithm would let anyone holding the public key sign.
+  if (typeof alg !== 'string' || !ASSERTION_ALGORITHMS.includes(alg))
+    throw new CdsAuthError('algorithm', `The JWT must be signed with ${ASSERTION_ALGORITHMS.join(' or ')}`);
+  const caller = typeof iss === 'string' ? findCdsClient(deps.tenants, iss) : null;
+  if (!caller) throw new CdsAuthError('unknown-issuer', 'The JWT issuer is not a registered CDS client');
+
+  const now = deps.now();
+  let exp: number;
+  let jti: string;
+  try {
+    const { payload } = await jwtVerify(token, deps.keys.forKeys(`cds:${caller.client.iss}`, caller.client), {
+      algorithms: ASSERTION_ALGORITHMS,
+      issuer: caller.client.iss,
+      audience: serviceUrl,
+      requiredClaims: ['exp', 'iat', 'jti'],
+      currentDate: new Date(now),
+      clockTolerance: CLOCK_TOLERANCE_S,
+    });
+    exp = payload.exp as number;
+    if (typeof payload.jti !== 'string' || payload.jti === '')
+      throw new CdsAuthError('claims', "The JWT's jti claim is missing or not valid");
+    jti = payload.jti;
+  } catch (error) {
+    if (error instanceof CdsAuthError) throw error;
+    throw refusalOf(error);
+  }
+  if (exp > Math.floor(now / 1000) + MAX_LIFETIME_S + CLOCK_TOLERANCE_S)
+    throw new CdsAuthError('lifetime', 'The JWT expires more than five minutes ahead');
+  // "jti ... used to protect against replay attacks": kept until the JWT expires. The key cannot
+  // meet a SMART client's (`<tenant>/<client id>`: a tenant id has no colon).
+  const fresh = await deps.rememberJti(
+    `cds:${caller.client.iss}`,
+    jti,
+    (exp + CLOCK_TOLERANCE_S) * 1000,
+    now,
+  );
+  if (!fresh) throw new CdsAuthError('replay', 'The JWT was already used (jti)');
+  return caller;
+}

@@ -1,0 +1,217 @@
+/**
+ * A hook's data as the check `$submit` would run: a Bundle (collection) holding a
+ * CoverageEligibilityRequest, the prefetched Patient, one Coverage and the Organizations that
+ * came with it, read by the same parser as `$submit` (so the patient identifier, the payer from
+ * `Coverage.payor`, as `insurer`, and the visit type follow the same rules and tables). For an
+ * appointment the request carries `servicedPeriod.start` = `Appointment.start` and the identifier
+ * `cds-appointment|<hookInstance>/<Appointment.id>` (the idempotency key: a repeated call never
+ * books twice).
+ */
+import { randomUUID } from 'node:crypto';
+import type {
+  Appointment,
+  Bundle,
+  BundleEntry,
+  CodeableConcept,
+  Coding,
+  CoverageEligibilityRequest,
+  Resource,
+} from 'fhir/r4.js';
+import { CANONICAL_BASE } from '../../fhir/canonical.js';
+import { parseSubmit } from '../../mapping/request/parse-submit.js';
+import { visitTypeOf } from '../../mapping/request/tables.js';
+import { patientIdentity } from '../../mapping/request/patient.js';
+import { payerOf } from '../../mapping/request/payer.js';
+import { resolveReference, type ResolutionContext, type Target } from '../../mapping/request/references.js';
+import type { CheckInput } from '../../mapping/types.js';
+import type { PatientData } from './prefetch.js';
+
+/** The system of an appointment's request identifier (the contract's name). */
+export const CDS_APPOINTMENT_SYSTEM = `${CANONICAL_BASE}/cds-appointment`;
+
+/** Where resources without a server of their own are placed in the Bundle (never fetched). */
+const NO_SERVER = 'https://cds-client.invalid/fhir';
+
+/** The Appointment's serviceCategory or appointmentType coding the visit-type table knows, if any. */
+export function visitCategoryOf(appointment: Appointment | undefined): Coding | undefined {
+  const concepts: CodeableConcept[] = [
+    ...(appointment?.serviceCategory ?? []),
+    ...(appointment?.appointmentType ? [appointment.appointmentType] : []),
+  ];
+  for (const concept of concepts) {
+    const known = concept.coding?.find((coding) => visitTypeOf(coding) !== undefined);
+    if (known) return known;
+  }
+  return undefined;
+}
+
+export interface HookCheck {
+  /** Which Coverage (index in PatientData.coverages) it came from. */
+  coverageIndex: number;
+  input: CheckInput;
+}
+
+export interface ParseOptions {
+  practiceId: string;
+  now: number;
+  fhirServer?: string;
+  appointment?: Appointment & { start: string };
+}
+
+/** Where the Bundle places a resource: under the client's FHIR server, as its own id says. */
+function fullUrlOf(fhirServer: string | undefined): (resource: Resource) => string {
+  const base = fhirServer?.replace(/\/+$/, '') ?? NO_SERVER;
+  return (resource) =>
+    resource.id ? `${base}/${resource.resourceType}/${resource.id}` : `urn:uuid:${randomUUID()}`;
+}
+
+/** Reads the Coverage at `index` as `$submit` reads a request: a CheckInput, or its refusal thrown. */
+export function coverageParser(
+  data: PatientData,
+  options: ParseOptions,
+): (index: number, identifierValue?: string) => Promise<CheckInput> {
+  const fullUrl = fullUrlOf(options.fhirServer);
+  const category = visitCategoryOf(options.appointment);
+  return (index, identifierValue) => {
+    const coverage = data.coverages[index]!;
+    const entries: BundleEntry[] = [data.patient, coverage, ...data.organizations].map((resource) => ({
+      fullUrl: fullUrl(resource),
+      resource,
+    }));
+    const request: CoverageEligibilityRequest = {
+      resourceType: 'CoverageEligibilityRequest',
+      ...(identifierValue
+        ? { identifier: [{ system: CDS_APPOINTMENT_SYSTEM, value: identifierValue }] }
+        : {}),
+      status: 'active',
+      purpose: ['benefits', 'validation'],
+      created: new Date(options.now).toISOString(),
+      patient: { reference: entries[0]!.fullUrl! },
+      // The payer as `$submit` reads `insurer`: Coverage.payor, resolved the same way.
+      insurer: coverage.payor[0] ?? {},
+      insurance: [{ focal: true, coverage: { reference: entries[1]!.fullUrl! } }],
+      ...(category ? { item: [{ category: { coding: [category] } }] } : {}),
+      ...(options.appointment
+        ? {
+            servicedPeriod: {
+              start: options.appointment.start,
+              ...(options.appointment.end ? { end: options.appointment.end } : {}),
+            },
+          }
+        : {}),
+    };
+    const bundle: Bundle = {
+      resourceType: 'Bundle',
+      type: 'collection',
+      entry: [{ fullUrl: `urn:uuid:${randomUUID()}`, resource: request }, ...entries],
+    };
+    return parseSubmit(bundle, {
+      practiceId: options.practiceId,
+      now: new Date(options.now),
+      ...(data.resolver ? { resolver: data.resolver } : {}),
+    });
+  };
+}
+
+/**
+ * One CheckInput per Coverage of the patient (or a parse failure, the $submit OperationOutcomeError
+ * it threw), for a visit now (patient-view) or for an appointment.
+ */
+export async function checkInputs(
+  data: PatientData,
+  options: ParseOptions & {
+    /** The identifier value of each check; given the payer when the patient has several. */
+    identifierValue?: (payerCode: string | null) => string;
+  },
+): Promise<(HookCheck | { coverageIndex: number; error: unknown })[]> {
+  const parse = coverageParser(data, options);
+  const first = await Promise.all(
+    data.coverages.map((_, index) =>
+      parse(index, options.identifierValue?.(null)).then(
+        (input) => ({ coverageIndex: index, input }),
+        (error: unknown) => ({ coverageIndex: index, error }),
+      ),
+    ),
+  );
+  // Several active Coverages: one check per payer (the first Coverage of each payer).
+  const seen = new Set<string>();
+  const unique = first.filter((entry) => {
+    if (!('input' in entry)) return true;
+    if (seen.has(entry.input.payerCode)) return false;
+    seen.add(entry.input.payerCode);
+    return true;
+  });
+  if (seen.size <= 1 || !options.identifierValue) return unique;
+  // Each payer's check needs an identifier of its own (the idempotency key is per check).
+  const withPayer = options.identifierValue;
+  return Promise.all(
+    unique.map((entry) =>
+      'input' in entry
+        ? parse(entry.coverageIndex, withPayer(entry.input.payerCode)).then(
+            (input) => ({ coverageIndex: entry.coverageIndex, input }),
+            (error: unknown) => ({ coverageIndex: entry.coverageIndex, error }),
+          )
+        : Promise.resolve(entry),
+    ),
+  );
+}
+
+/** What patient-view needs to find the patient's answers: the identifier and each Coverage's payer. */
+export interface LookupKeys {
+  /** The patient identifier a check would use (`system|value` and the bare value); null when none. */
+  patient: { key: string; value: string } | null;
+  /** Each Coverage's payer code, by index; undefined when it cannot be read (the full parse says why). */
+  payers: (string | undefined)[];
+}
+
+/**
+ * The patient identifier and the Coverages' payer codes, by the same rules as a check (patient.ts,
+ * payer.ts, references.ts) but without validating and building one: opening a chart whose answers
+ * are stored needs no more (bench/README.md, bench:cds). Nothing here throws.
+ */
+export async function lookupKeys(data: PatientData, fhirServer: string | undefined): Promise<LookupKeys> {
+  const fullUrl = fullUrlOf(fhirServer);
+  const entries: BundleEntry[] = [...data.coverages, ...data.organizations].map((resource) => ({
+    fullUrl: fullUrl(resource),
+    resource,
+  }));
+  const context: ResolutionContext = {
+    bundle: { entries, path: 'prefetch.coverage' },
+    ...(data.resolver ? { resolver: data.resolver } : {}),
+    cache: new Map(),
+  };
+  const coverageTargets: Target[] = data.coverages.map((resource, index) => ({
+    kind: 'resource',
+    resource,
+    path: `prefetch.coverage.entry[${index}].resource`,
+    via: 'bundle',
+  }));
+  const payers = await Promise.all(
+    data.coverages.map(async (coverage, index) => {
+      const path = `prefetch.coverage.entry[${index}].resource`;
+      try {
+        const target = await resolveReference(
+          coverage.payor[0],
+          { path: `${path}.payor[0]`, label: 'insurance company', types: ['Organization'] },
+          { container: coverage, path },
+          context,
+        );
+        return payerOf(target, `${path}.payor[0]`).code;
+      } catch {
+        return undefined;
+      }
+    }),
+  );
+  let patient: LookupKeys['patient'] = null;
+  try {
+    const identity = patientIdentity(
+      { kind: 'resource', resource: data.patient, path: 'prefetch.patient', via: 'bundle' },
+      coverageTargets,
+      'prefetch.patient.identifier',
+    );
+    patient = { key: identity.key, value: identity.value };
+  } catch {
+    patient = null;
+  }
+  return { patient, payers };
+}
