@@ -17,7 +17,7 @@ import { PayerDurationBook } from './checks/payer-durations.js';
 import { CheckService } from './checks/service.js';
 import { PrevisitWorker } from './checks/previsit-worker.js';
 import type { CheckStore } from './checks/store/check-store.js';
-import { recentWriteFailure } from './checks/store/outage.js';
+import { isStoreUnavailable, recentWriteFailure } from './checks/store/outage.js';
 import type { Store } from './checks/store/appointment-store.js';
 import type { UpstreamPort } from './upstream/port.js';
 import { conformanceTypes } from './operations/conformance-read.js';
@@ -362,16 +362,21 @@ export async function startServer(
   notifications.start();
   previsit.start();
   // Retention: finished checks older than RETENTION_DAYS are deleted (hourly).
+  // An hourly purge that meets a store outage tries again next hour: a warning, not an error.
+  const purgeFailed = (what: string, error: unknown) =>
+    isStoreUnavailable(error)
+      ? logger.warn(`${what} skipped: the store is unavailable`, { kind: error.kind })
+      : logger.error(`${what} failed`, { error });
   const purge = () => {
     store.purgeBefore(now() - config.retentionDays * 86_400_000).then(
       (count: number) => {
         if (count > 0) logger.info('retention purge', { purged: count, retentionDays: config.retentionDays });
       },
-      (error: unknown) => logger.error('retention purge failed', { error }),
+      (error: unknown) => purgeFailed('retention purge', error),
     );
     store
       .purgeAuditBefore(now() - config.retentionDays * 86_400_000)
-      .catch((error: unknown) => logger.error('audit retention purge failed', { error }));
+      .catch((error: unknown) => purgeFailed('audit retention purge', error));
   };
   // Not on the start-up path: the first purge a minute after start, then hourly.
   const firstPurge = setTimeout(purge, 60_000);

@@ -32,6 +32,8 @@ export class Scheduler {
   private wakeUp: (() => void) | null = null;
   private readonly active = new Set<Promise<void>>();
   private round = 0;
+  /** Checks whose step failed for a store reason, with the claim token whose lease is still set. */
+  private readonly stranded = new Map<string, string>();
 
   private readonly deps: LifecycleDeps;
   /** Failed rounds (the store unavailable): their back-off and their one log line. */
@@ -61,6 +63,18 @@ export class Scheduler {
     this.wakeUp?.();
   }
 
+  /**
+   * Drops the leases of steps that failed because the store was unavailable. Their checks would
+   * otherwise wait for the lease to run out (LEASE_MS, a minute) after the store is back; a lease
+   * that was claimed again since is left alone (release matches the claim token).
+   */
+  private async releaseStranded(): Promise<void> {
+    for (const [id, token] of this.stranded) {
+      await this.deps.store.release(id, token);
+      this.stranded.delete(id);
+    }
+  }
+
   /** Stops claiming, waits for the steps under way, and drops every lease this replica holds. */
   async stop(): Promise<void> {
     this.running = false;
@@ -72,6 +86,7 @@ export class Scheduler {
 
   /** One round: claim due checks and advance them all. Returns how many were claimed. */
   async tick(): Promise<number> {
+    await this.releaseStranded();
     const capacity = Math.min(this.options.batchSize, this.options.maxSteps - this.active.size);
     if (capacity <= 0) return 0;
     // A claim token unique to this round (`owner:round`): a step that outlives its lease cannot
@@ -99,8 +114,11 @@ export class Scheduler {
           () => this.steps.succeeded(),
           (error: unknown) => {
             // The check is claimed again when its lease runs out; a store outage is logged once.
-            if (isStoreUnavailable(error)) this.steps.failed(error);
-            else this.logger.error('check step failed', { checkId: check.id, error });
+            if (isStoreUnavailable(error)) {
+              this.steps.failed(error);
+              // Its lease could not be dropped: dropped when the store is back (releaseStranded).
+              this.stranded.set(check.id, check.leaseOwner ?? this.deps.owner);
+            } else this.logger.error('check step failed', { checkId: check.id, error });
           },
         )
         .finally(() => {

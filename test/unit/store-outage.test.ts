@@ -12,6 +12,7 @@ import type { Tenant } from '../../src/config.js';
 import type { LifecycleDeps } from '../../src/checks/lifecycle.js';
 import { advanceCheck } from '../../src/checks/lifecycle.js';
 import { newCheckOf } from '../../src/checks/service.js';
+import { Scheduler } from '../../src/checks/scheduler.js';
 import { openStore } from '../../src/checks/store/open.js';
 import type { Check, CheckStore } from '../../src/checks/store/check-store.js';
 import {
@@ -319,6 +320,28 @@ describe('create-task answered while the store cannot be written', () => {
     const done = await current(check);
     expect(done.cer.outcome).toBe('complete');
     expect(creates).toBe(1);
+  });
+
+  it('a step the outage failed drops its lease as soon as the store is back, not a lease later', async () => {
+    const check = await newCheck();
+    const steady: UpstreamPort = {
+      ...upstream(0),
+      createTask: () => Promise.resolve({ ok: true, value: { task_id: 't' } }),
+    };
+    const scheduler = new Scheduler(
+      deps(steady),
+      { leaseMs: LEASE, batchSize: 10, maxSteps: 10, idleMs: 50, maxInFlight: () => 3 },
+      captureLogger().logger,
+    );
+    // Claimed while the store works; the store goes before the step's next statement.
+    expect(await scheduler.tick()).toBe(1);
+    down = true;
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    down = false;
+    expect((await current(check)).leaseOwner).not.toBeNull();
+    // The next round, at the same clock (the lease has a minute left), takes the check again.
+    expect(await scheduler.tick()).toBe(1);
+    await scheduler.stop();
   });
 
   it("this replica's own claim of a check whose id it holds leaves it alone (no ambiguous answer)", async () => {
