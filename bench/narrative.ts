@@ -1,14 +1,15 @@
 /**
  * What the narrative (issue 16, src/mapping/response/narrative.ts) costs: its size against the
  * whole CER for every envelope fixture, and the CPU of building it against the CPU of mapping the
- * largest answer (test/fixtures/upstream/found-eligible.json). In process, no HTTP; CPU from
- * process.cpuUsage after a warm-up.
+ * largest answer (test/fixtures/upstream/found-eligible.json), and of the visit summary (issue 28)
+ * inside it. In process, no HTTP; CPU from process.cpuUsage after a warm-up.
  *
  *   npx tsx bench/narrative.ts            (BENCH_ITERATIONS=2000)
  */
 import { readFileSync, readdirSync } from 'node:fs';
 import { mapEnvelope } from '../src/mapping/response/index.js';
 import { narrativeOf } from '../src/mapping/response/narrative.js';
+import { summaryXhtml, visitSummary } from '../src/mapping/response/visit-summary.js';
 import type { CerContext } from '../src/mapping/types.js';
 import { envelopeSchema } from '../src/upstream/contract.js';
 import { machine, record } from './lib.js';
@@ -70,6 +71,7 @@ const ctx = context(false);
 const mapped = mapEnvelope(largest, ctx);
 const mappingMs = cpuPerIteration(() => mapEnvelope(largest, ctx));
 const narrativeMs = cpuPerIteration(() => narrativeOf(mapped));
+const summaryMs = cpuPerIteration(() => summaryXhtml(visitSummary(mapped)));
 
 const shares = sizes.map((s) => s.share).sort((a, b) => a - b);
 await record('narrative', {
@@ -80,6 +82,7 @@ await record('narrative', {
     textBytes: Buffer.byteLength(JSON.stringify(mapped.text)),
     mappingMsWithNarrative: mappingMs,
     narrativeMs,
+    summaryMs,
   },
   textShare: { min: shares[0], median: shares[Math.floor(shares.length / 2)], max: shares.at(-1) },
   largestText: Math.max(...sizes.map((s) => s.textBytes)),

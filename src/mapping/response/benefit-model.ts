@@ -45,12 +45,31 @@ export type ShareRule =
   | { kind: 'unclear'; reason: string }
   | { kind: 'no-figures' };
 
-function typeIs(benefit: Benefit, system: string, code: string): boolean {
-  return benefit.type.coding?.some((c) => c.system === system && c.code === code) === true;
+/** The benefits of an item the model and the narrative read, the first of each type. */
+export interface BenefitsByType {
+  percent?: Benefit;
+  amount?: Benefit;
+  maximum?: Benefit;
+  deductible?: Benefit;
+  aggregateCap?: Benefit;
 }
 
-function find(item: Item, system: string, code: string): Benefit | undefined {
-  return item.benefit?.find((b) => typeIs(b, system, code));
+/** An item's benefits by type, in one pass (no Map: this runs for every item of every mapping). */
+export function benefitsByType(item: Item): BenefitsByType {
+  const found: BenefitsByType = {};
+  for (const benefit of item.benefit ?? []) {
+    const coding = benefit.type.coding?.[0];
+    if (!coding) continue;
+    if (coding.system === BENEFIT_TYPE_SYSTEM) {
+      if (coding.code === 'copay-percent') found.percent ??= benefit;
+      else if (coding.code === 'copay') found.amount ??= benefit;
+      else if (coding.code === 'copay-maximum') found.maximum ??= benefit;
+      else if (coding.code === 'deductible') found.deductible ??= benefit;
+    } else if (coding.system === OWN_BENEFIT_TYPE_SYSTEM && coding.code === 'copay-aggregate-cap') {
+      found.aggregateCap ??= benefit;
+    }
+  }
+  return found;
 }
 
 /** A positive amount of money; 0, text ("Nil") or none: undefined (the portal gave no amount). */
@@ -77,11 +96,13 @@ export function money(amount: number, currency: string): string {
 
 /** The model of one CER item's benefits. */
 export function benefitModelOf(item: Item): BenefitModel {
-  const percentBenefit = find(item, BENEFIT_TYPE_SYSTEM, 'copay-percent');
-  const amount = find(item, BENEFIT_TYPE_SYSTEM, 'copay');
-  const maximum = find(item, BENEFIT_TYPE_SYSTEM, 'copay-maximum');
-  const deductible = find(item, BENEFIT_TYPE_SYSTEM, 'deductible');
-  const aggregate = find(item, OWN_BENEFIT_TYPE_SYSTEM, 'copay-aggregate-cap');
+  const {
+    percent: percentBenefit,
+    amount,
+    maximum,
+    deductible,
+    aggregateCap: aggregate,
+  } = benefitsByType(item);
   const currency =
     [amount, maximum, deductible].find((b) => b?.allowedMoney?.currency)?.allowedMoney?.currency ??
     DEFAULT_CURRENCY;

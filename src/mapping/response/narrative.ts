@@ -27,7 +27,8 @@ import type {
   Extension,
   Narrative,
 } from 'fhir/r4.js';
-import { BENEFIT_TYPE_SYSTEM, SERVICE_CATEGORY_SYSTEM, extensionUrl } from './codes.js';
+import { SERVICE_CATEGORY_SYSTEM, extensionUrl } from './codes.js';
+import { benefitsByType } from './benefit-model.js';
 import { blockOf, summaryXhtml, visitSummary } from './visit-summary.js';
 import { blockNames, categoryFor } from './vocabulary.js';
 import { escapeXml } from './xhtml.js';
@@ -131,12 +132,6 @@ function policyFacts(insurance: Insurance, coverage: Coverage | undefined): stri
   return `<ul>${lines}</ul>`;
 }
 
-function benefitOf(item: Item, code: string): Benefit | undefined {
-  return item.benefit?.find((b) =>
-    b.type.coding?.some((c) => c.system === BENEFIT_TYPE_SYSTEM && c.code === code),
-  );
-}
-
 /** The parts of an item's description (items.ts joins them with "; "). */
 function descriptionParts(item: Item): string[] {
   const parts: string[] = [];
@@ -214,8 +209,7 @@ const isZero = (benefit: Benefit | undefined): boolean => benefit?.allowedMoney?
  * Deductibles that say nothing to a reader: a 0 deductible, its maximum when there is no
  * deductible, and a deductible equal to the copay amount (the same per-visit amount, shown once).
  */
-function silentBenefits(item: Item, amount: Benefit | undefined): Benefit[] {
-  const deductible = benefitOf(item, 'deductible');
+function silentBenefits(item: Item, amount: Benefit | undefined, deductible: Benefit | undefined): Benefit[] {
   const silent: Benefit[] = [];
   const none = deductible === undefined || isZero(deductible);
   const sameAsAmount =
@@ -278,9 +272,8 @@ interface Row {
 }
 
 function rowOf(item: Item): Row {
-  const percent = benefitOf(item, 'copay-percent');
-  const amount = benefitOf(item, 'copay');
-  const maximum = benefitOf(item, 'copay-maximum');
+  const byType = benefitsByType(item);
+  const { percent, amount, maximum } = byType;
   const parts = descriptionParts(item);
   const currency = currencyOfItem(parts, [amount, maximum, ...(item.benefit ?? [])]);
   // A copay amount of 0 beside a percentage is no fixed amount, and a 0% beside an amount no
@@ -291,7 +284,7 @@ function rowOf(item: Item): Row {
   const maximumText = maximumCell(item, percent, maximum);
   const money =
     amountShown?.allowedMoney || (maximum?.allowedMoney && maximumText !== NONE_GIVEN && maximumText !== '');
-  const shown = [percent, amount, maximum, ...silentBenefits(item, amount)];
+  const shown = [percent, amount, maximum, ...silentBenefits(item, amount, byType.deductible)];
   return {
     code:
       item.category?.coding?.find((c) => c.system === SERVICE_CATEGORY_SYSTEM)?.code ?? categoryName(item),
@@ -484,7 +477,7 @@ export function narrativeOf(
 ): Narrative {
   const detail = headlineDetail(cer);
   const parts = [
-    summaryXhtml(visitSummary(cer, asked)),
+    summaryXhtml(visitSummary(cer, asked, { notes: false })),
     `<p><b>${escapeXml(headline(cer))}</b></p>`,
     detail ? `<p>${escapeXml(detail)}</p>` : '',
     ...(cer.insurance ?? []).map((i) => insuranceSection(cer, i)),

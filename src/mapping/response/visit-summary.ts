@@ -102,14 +102,27 @@ function sourceOf(item: Item): string {
  * name), else the visit setting its name carries (Outpatient, Maternity...); undefined when none.
  */
 export function blockOf(item: Item): string | undefined {
-  const parts = (item.name ?? '').split(' - ');
-  if (sourceOf(item).startsWith(FORM_SOURCE)) return blockNamed(parts[0]) ?? parts[0];
-  for (const part of parts.slice(1)) {
-    const block = blockNamed(part);
+  return blockFrom(item.name ?? '', sourceOf(item).startsWith(FORM_SOURCE));
+}
+
+function blockFrom(name: string, isForm: boolean): string | undefined {
+  // indexOf, not split: this runs for every item of every narrative.
+  let end = name.indexOf(SEPARATOR);
+  if (isForm) {
+    const first = end < 0 ? name : name.slice(0, end);
+    return blockNamed(first) ?? first;
+  }
+  while (end >= 0) {
+    const start = end + SEPARATOR.length;
+    end = name.indexOf(SEPARATOR, start);
+    const block = blockNamed(end < 0 ? name.slice(start) : name.slice(start, end));
     if (block) return block;
   }
   return undefined;
 }
+
+/** The parts of an item's name (cost-shares.ts joins them with it). */
+const SEPARATOR = ' - ';
 
 function codeOf(item: Item): string | undefined {
   return item.category?.coding?.find((c) => c.system === SERVICE_CATEGORY_SYSTEM)?.code;
@@ -119,28 +132,47 @@ function isOutOfNetwork(item: Item): boolean {
   return item.network?.coding?.some((c) => c.system === BENEFIT_NETWORK_SYSTEM && c.code === 'out') === true;
 }
 
-function sourceRank(item: Item): number {
-  const source = sourceOf(item);
-  if (source.startsWith(FORM_SOURCE)) return 2;
-  return source.startsWith(BENEFITS_SOURCE) ? 1 : 0;
+/** What the choice of an item reads of it, computed once per item. */
+interface Indexed {
+  item: Item;
+  code: string | undefined;
+  block: string | undefined;
+  /** Analysis before benefit list before form block, in-network first (0-5). */
+  group: number;
+  /** Its place in the answer. */
+  order: number;
+}
+
+function indexOf(items: readonly Item[]): Indexed[] {
+  const index: Indexed[] = [];
+  for (let order = 0; order < items.length; order += 1) {
+    const item = items[order]!;
+    const source = sourceOf(item);
+    const isForm = source.startsWith(FORM_SOURCE);
+    const rank = isForm ? 2 : source.startsWith(BENEFITS_SOURCE) ? 1 : 0;
+    index.push({
+      item,
+      code: codeOf(item),
+      block: blockFrom(item.name ?? '', isForm),
+      group: rank * 2 + (isOutOfNetwork(item) ? 1 : 0),
+      order,
+    });
+  }
+  return index;
 }
 
 /** The items that answer a category in the block its visit reads, best first. */
-function candidatesFor(items: readonly Item[], category: ServiceCategory): Item[] {
-  const codes = [category.code, ...(category.alsoReads ?? [])];
+function candidatesFor(index: readonly Indexed[], category: ServiceCategory): Item[] {
   const block = category.block ?? DEFAULT_BLOCK;
-  const matching = items.filter((item) => {
-    const code = codeOf(item);
-    if (code === undefined || !codes.includes(code)) return false;
-    const itemBlock = blockOf(item);
-    return itemBlock === undefined || itemBlock === block;
-  });
-  const rank = (item: Item): number =>
-    sourceRank(item) * 4 + (isOutOfNetwork(item) ? 2 : 0) + (codeOf(item) === category.code ? 0 : 1);
-  return matching
-    .map((item, index) => ({ item, index }))
-    .sort((a, b) => rank(a.item) - rank(b.item) || a.index - b.index)
-    .map((c) => c.item);
+  const matching: { item: Item; rank: number }[] = [];
+  for (const entry of index) {
+    if (entry.code === undefined || (entry.block !== undefined && entry.block !== block)) continue;
+    // By group, then the category's own code before a related one, then the answer's order.
+    const related = entry.code === category.code ? 0 : category.alsoReads?.includes(entry.code) ? 1 : -1;
+    if (related < 0) continue;
+    matching.push({ item: entry.item, rank: (entry.group * 2 + related) * index.length + entry.order });
+  }
+  return matching.sort((a, b) => a.rank - b.rank).map((m) => m.item);
 }
 
 /** The sentence's body for a rule. */
@@ -203,18 +235,35 @@ function notesOf(rule: ShareRule, model: BenefitModel | undefined, label: string
   return notes;
 }
 
+/** What the other items of a category say where it differs from the chosen one's body (at most 3). */
+function othersSay(others: readonly Item[], body: string, category: ServiceCategory): string[] {
+  const differing = new Set<string>();
+  for (const other of others) {
+    const otherModel = benefitModelOf(other);
+    const otherBody = bodyOf(shareRuleOf(otherModel), otherModel);
+    if (otherBody !== body) differing.add(`${other.name ?? category.display}: ${otherBody}`);
+  }
+  return [...differing].slice(0, 3).map((text) => `The portal also gives ${text}.`);
+}
+
 /** The line of one category from the items of one coverage. */
 export function visitLineOf(items: readonly Item[], category: ServiceCategory): VisitLine {
-  const [chosen, ...others] = candidatesFor(items, category);
+  return lineOf(indexOf(items), category);
+}
+
+function lineOf(index: readonly Indexed[], category: ServiceCategory, withNotes = true): VisitLine {
+  const [chosen, ...others] = candidatesFor(index, category);
   if (!chosen) {
     return {
       category,
       label: category.display,
       rule: { kind: 'no-figures' },
       sentence: `${category.display}: not in the portal's answer`,
-      notes: [
-        `${category.display}: the portal's answer has no benefit for this category; no share is estimated.`,
-      ],
+      notes: withNotes
+        ? [
+            `${category.display}: the portal's answer has no benefit for this category; no share is estimated.`,
+          ]
+        : [],
     };
   }
   const block = blockOf(chosen);
@@ -222,20 +271,14 @@ export function visitLineOf(items: readonly Item[], category: ServiceCategory): 
   const model = benefitModelOf(chosen);
   const rule = shareRuleOf(model);
   const label = labelOf(category, block, network);
-  const notes = notesOf(rule, model, label);
-  if (block !== undefined || network !== undefined)
+  const body = bodyOf(rule, model);
+  const notes = withNotes ? notesOf(rule, model, label) : [];
+  if (withNotes && (block !== undefined || network !== undefined))
     notes.unshift(
       `${label}: figures of the portal's ${block ? `${block} block` : 'answer'}${network ? `, network ${network}` : ''} (${chosen.name ?? sourceOf(chosen)}).`,
     );
-  const body = bodyOf(rule, model);
   // What the other items of the category say, when it differs: the portal's answer is shown, not hidden.
-  const differing = new Set<string>();
-  for (const other of others) {
-    const otherModel = benefitModelOf(other);
-    const otherBody = bodyOf(shareRuleOf(otherModel), otherModel);
-    if (otherBody !== body) differing.add(`${other.name ?? category.display}: ${otherBody}`);
-  }
-  for (const text of [...differing].slice(0, 3)) notes.push(`The portal also gives ${text}.`);
+  if (withNotes) notes.push(...othersSay(others, body, category));
   const cap =
     model.yearlyCap && rule.kind !== 'not-covered' ? `; yearly cap on copays: ${model.yearlyCap}` : '';
   const line: VisitLine = { category, label, model, rule, sentence: `${label}: ${body}${cap}`, notes };
@@ -261,10 +304,13 @@ export function isFoundInForce(cer: CoverageEligibilityResponse): boolean {
 /**
  * The visit summary of a CER: one per in-force coverage of a final found-member answer, none
  * otherwise (queued, error, not eligible). `asked`: the request's item[].category.
+ * `notes: false` leaves every line's notes empty (the narrative shows the sentences only, and
+ * skips their cost on every mapping).
  */
 export function visitSummary(
   cer: CoverageEligibilityResponse,
   asked?: readonly (CodeableConcept | undefined)[],
+  options: { notes?: boolean } = {},
 ): VisitSummary[] {
   if (!isFoundInForce(cer)) return [];
   const categories = askedCategories(asked);
@@ -273,8 +319,9 @@ export function visitSummary(
     .map((insurance) => {
       const coverage = coverageOf(cer, insurance);
       const payor = coverage?.payor[0];
+      const index = indexOf(insurance.item ?? []);
       const summary: VisitSummary = {
-        lines: categories.map((category) => visitLineOf(insurance.item ?? [], category)),
+        lines: categories.map((category) => lineOf(index, category, options.notes !== false)),
       };
       const payer = payor?.display ?? payor?.identifier?.value;
       if (payer) summary.payer = payer;

@@ -129,11 +129,21 @@ export function blockNames(): readonly string[] {
   return table.blocks.map((b) => b.name);
 }
 
+const blocksByNormalizedName = new Map(table.blocks.map((b) => [normalizeLabel(b.name), b.name] as const));
+/** blockNamed's answers by label (null: no block), bounded like the other memos. */
+const blocksByLabel = new Map<string, string | null>();
+
 /** The portal block a label names (normalized whole-value match), else undefined. */
 export function blockNamed(label: string | undefined): string | undefined {
   if (!label) return undefined;
-  const normalized = normalizeLabel(label);
-  return table.blocks.find((b) => normalizeLabel(b.name) === normalized)?.name;
+  let block = blocksByLabel.get(label);
+  if (block === undefined) {
+    // Read for every item of every narrative: a bounded memo, as for categoryFor.
+    block = blocksByNormalizedName.get(normalizeLabel(label)) ?? null;
+    if (blocksByLabel.size >= MAX_NORMALIZED_LABELS) blocksByLabel.clear();
+    blocksByLabel.set(label, block);
+  }
+  return block ?? undefined;
 }
 
 /** categoryFor's answers by normalized label. */
