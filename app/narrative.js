@@ -64,15 +64,6 @@ function parse(div) {
   return root;
 }
 
-/** Replaces `target`'s content with the narrative; false when it is not well-formed XHTML. */
-export function showNarrative(target, div) {
-  target.replaceChildren();
-  const root = parse(div);
-  if (!root) return false;
-  copy(root, target);
-  return true;
-}
-
 /**
  * A copied table that reads on any width: every cell carries its column's name (data-label), so
  * on a narrow screen each row becomes a card of `name: value` lines (style.css) instead of a table
