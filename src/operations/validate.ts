@@ -13,6 +13,7 @@
 import type { OperationOutcomeIssue } from 'fhir/r4.js';
 import { CheckService } from '../checks/service.js';
 import { guardRefusal } from '../checks/guards.js';
+import { servicedProblem } from '../checks/previsit.js';
 import { parseCacheControl } from '../fhir/cache-control.js';
 import { isOperationOutcomeError, outcomeOf } from '../fhir/outcomes.js';
 import { parseSubmit } from '../mapping/request/parse-submit.js';
@@ -69,6 +70,15 @@ async function momentIssues(
   const { checks } = deps;
   const now = deps.now();
   const issues: OperationOutcomeIssue[] = [];
+  // $submit's 422 for serviced[x] (docs/previsit.md), with the same expression.
+  const serviced = servicedProblem(input.request, checks.previsitSettings(tenant), now);
+  if (serviced)
+    issues.push({
+      severity: 'error',
+      code: 'value',
+      details: { text: serviced.text },
+      expression: [serviced.expression],
+    });
   const existing = await checks.existingFor(tenant, input);
   if (existing && !CheckService.sameCheck(existing, input)) {
     // $submit's 409, with the same code and expression.

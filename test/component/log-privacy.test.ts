@@ -448,6 +448,44 @@ describe('the scheduler at debug level', () => {
   });
 });
 
+describe('log privacy of pre-visit checks', () => {
+  it('a booking, its re-check, a cancel and the day view log no patient data', async () => {
+    const emiratesId = '784-1977-0000001-1';
+    const start = new Date(Date.now() + 30 * 60_000).toISOString();
+    // Booked within one lead of its start (reuse is off here): re-checked once the booking answers.
+    await runToEnd(h, { emiratesId, servicedPeriod: { start } });
+    const line = await until(
+      () => h.logs.find((l) => l.includes('pre-visit re-check started')),
+      15_000,
+      'the re-check line',
+    );
+    expect(Object.keys(JSON.parse(line) as object).sort()).toEqual(
+      expect.arrayContaining(['appointmentId', 'checkId', 'tenantId']),
+    );
+    const other = '784-1977-0000002-2';
+    const booked = await request(h.url)
+      .post(SUBMIT)
+      .set(h.auth)
+      .set('Content-Type', FHIR_JSON)
+      .set('Prefer', 'wait=10')
+      .send(
+        eligibilityRequest({
+          emiratesId: other,
+          servicedPeriod: { start: new Date(Date.now() + 86_400_000).toISOString() },
+        }),
+      );
+    const requestId = String((booked.body as CoverageEligibilityResponse).request?.reference).split('/')[1];
+    const patched = await request(h.url)
+      .patch(`/fhir/CoverageEligibilityRequest/${requestId}`)
+      .set(h.auth)
+      .set('Content-Type', 'application/json-patch+json')
+      .send(JSON.stringify([{ op: 'replace', path: '/status', value: emiratesId }]));
+    expect(patched.status).toBe(422);
+    expect((await request(h.url).get('/app/api/appointments').set(h.auth)).status).toBe(200);
+    expectNoneLogged(h.logs, forbiddenValues([emiratesId, other]));
+  });
+});
+
 describe('log privacy of subscription notifications', () => {
   it('keeps channel.header values and patient data out of every line: handshake, events, failures, refused input', async () => {
     const receiver = await startReceiver();

@@ -402,5 +402,13 @@ describe('bad serviced[x]', () => {
     expectValidFhir(outcome);
     expect(outcome.issue[0]?.expression).toEqual([expression]);
     expect(counts.create).toBe(before);
+    // The dry run says the same.
+    const dry = await request(h.url)
+      .post('/fhir/CoverageEligibilityRequest/$validate')
+      .set(h.auth)
+      .set('Content-Type', 'application/fhir+json')
+      .send(eligibilityRequest({ emiratesId: patient(), ...serviced }));
+    const issue = (dry.body as OperationOutcome).issue.find((i) => i.severity === 'error');
+    expect(issue?.expression).toEqual([expression]);
   });
 });

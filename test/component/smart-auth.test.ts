@@ -29,7 +29,7 @@ import { until } from '../support/until.js';
 
 const SUBMIT = '/fhir/CoverageEligibilityRequest/$submit';
 const FULL =
-  'system/CoverageEligibilityRequest.cr system/CoverageEligibilityResponse.rs system/AuditEvent.rs';
+  'system/CoverageEligibilityRequest.cru system/CoverageEligibilityResponse.rs system/AuditEvent.rs';
 
 let h: Harness;
 let jwksServer: Server;
@@ -308,6 +308,30 @@ describe('the access token as a Bearer', () => {
     }
     // An API key keeps every scope.
     expect((await request(h.url).get('/fhir/AuditEvent').set(h.auth)).status).toBe(200);
+    // Cancelling a request (docs/previsit.md) needs system/CoverageEligibilityRequest.u.
+    const requestPath = path.replace('CoverageEligibilityResponse', 'CoverageEligibilityRequest');
+    const cancel = (token: string) =>
+      request(h.url)
+        .patch(requestPath)
+        .set('Authorization', `Bearer ${token}`)
+        .set('Content-Type', 'application/json-patch+json')
+        .send(JSON.stringify([{ op: 'replace', path: '/status', value: 'cancelled' }]));
+    const creator = await accessToken(
+      h.url,
+      tokenUrl,
+      'engine-rs',
+      rsKey,
+      'system/CoverageEligibilityRequest.cr',
+    );
+    expect((await cancel(creator)).status).toBe(403);
+    const updater = await accessToken(
+      h.url,
+      tokenUrl,
+      'engine-rs',
+      rsKey,
+      'system/CoverageEligibilityRequest.u',
+    );
+    expect((await cancel(updater)).status).toBe(200);
 
     const search = await until(async () => {
       const res = await request(h.url)

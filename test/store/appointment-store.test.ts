@@ -223,6 +223,27 @@ describe.each([sqliteBackend(), postgresBackend()])('AppointmentStore on $name',
     expect(await store.appointments.cancel('tenant-b', id, cancelledRequest, now)).toBeNull();
   });
 
+  it('a cancel drops a re-check still waiting for a slot, never one a claim took', async () => {
+    const { store } = await open();
+    const now = T0 + 22 * HOUR;
+    const waiting = await book(store);
+    const started = await book(store);
+    await store.appointments.claimDue({ owner: 'a:1', now, leaseMs: LEASE, limit: 10 });
+    const taken = checkOf(input(), randomUUID(), started);
+    await store.appointments.startRecheck(started, 'a:1', taken, now);
+    // The scheduler claims every waiting check, this re-check included: it has started.
+    await store.claimDue({ owner: 's:1', now, leaseMs: LEASE, limit: 10, maxInFlight: () => 10 });
+    const queued = checkOf(input(), randomUUID(), waiting);
+    await store.appointments.startRecheck(waiting, 'a:1', queued, now);
+    const request = (id: string) => ({ ...input().request, id, status: 'cancelled' as const });
+    await store.appointments.cancel('tenant-a', waiting, request(waiting), now);
+    await store.appointments.cancel('tenant-a', started, request(started), now);
+    expect((await store.appointments.get('tenant-a', waiting))?.recheckId).toBeNull();
+    expect(await store.get('tenant-a', queued.id)).toBeNull();
+    expect((await store.appointments.get('tenant-a', started))?.recheckId).toBe(taken.id);
+    expect((await store.get('tenant-a', taken.id))?.state).toBe('starting');
+  });
+
   it('postpones and skips only under the caller claim', async () => {
     const { store } = await open();
     const id = await book(store);

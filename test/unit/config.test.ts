@@ -186,6 +186,28 @@ describe('loadConfig', () => {
       expect(() => loadConfig(env({ timeZone: bad })), String(bad)).toThrow(/timeZone/);
   });
 
+  it('pre-visit settings: PREVISIT_LEAD_MINUTES (120, decimals allowed) and the tenant fields, refused when wrong', () => {
+    expect(loadConfig({}).previsitLeadMinutes).toBe(120);
+    expect(loadConfig({ PREVISIT_LEAD_MINUTES: '0' }).previsitLeadMinutes).toBe(0);
+    expect(loadConfig({ PREVISIT_LEAD_MINUTES: '90.5' }).previsitLeadMinutes).toBe(90.5);
+    const env = (fields: Record<string, unknown>) => ({
+      UPSTREAM_BASE_URL: 'https://upstream.example/v2/api-integration-v3',
+      TENANTS_FILE: tenantsFile({ tenants: [{ ...tenant, ...fields }] }),
+      CLINIC_A_KEY: 'upstream-secret',
+    });
+    expect(
+      loadConfig(env({ previsitLeadMinutes: 45.5, previsitDayStart: '09:30', timeZone: 'Europe/London' }))
+        .tenants[0],
+    ).toMatchObject({ previsitLeadMinutes: 45.5, previsitDayStart: '09:30', timeZone: 'Europe/London' });
+    for (const [fields, named] of [
+      [{ previsitLeadMinutes: -5 }, /previsitLeadMinutes/],
+      [{ previsitLeadMinutes: '60' }, /previsitLeadMinutes/],
+      [{ previsitDayStart: '8am' }, /previsitDayStart/],
+      [{ timeZone: 'Mars/Olympus' }, /timeZone/],
+    ] as const)
+      expect(() => loadConfig(env(fields)), JSON.stringify(fields)).toThrow(named);
+  });
+
   it.each([
     [{ PORT: 'eighty' }, /^PORT: /],
     [{ PORT: '70000' }, /^PORT: /],
@@ -197,6 +219,9 @@ describe('loadConfig', () => {
     [{ UPSTREAM_BASE_URL: 'https://upstream.example/v2/api-integration-v3' }, /^TENANTS_FILE: required/],
     [{ LOG_LEVEL: 'loud' }, /^LOG_LEVEL: /],
     [{ PUBLIC_BASE_URL: 'not a url' }, /^PUBLIC_BASE_URL: /],
+    [{ PREVISIT_LEAD_MINUTES: '-1' }, /^PREVISIT_LEAD_MINUTES: /],
+    [{ PREVISIT_LEAD_MINUTES: 'two hours' }, /^PREVISIT_LEAD_MINUTES: /],
+    [{ PREVISIT_LEAD_MINUTES: '1e3' }, /^PREVISIT_LEAD_MINUTES: /],
   ])('stops with one line naming the variable for %j', (env, message) => {
     expect(() => loadConfig(env)).toThrow(ConfigError);
     expect(() => loadConfig(env)).toThrow(message);

@@ -89,7 +89,8 @@ export interface AppointmentStore {
   startRecheck(id: string, owner: string, check: NewCheck, now: number): Promise<boolean>;
   /**
    * Stores a stored request as patched (its status cancelled): in its appointment, which turns
-   * `cancelled` whatever lease holds it, and in the check of the same id, in one transaction.
+   * `cancelled` whatever lease holds it, and in the check of the same id, in one transaction; a
+   * re-check written but still waiting for a tenant slot (not started) is dropped with it.
    * Returns the appointment's state before (null: the request is not an appointment), or null
    * when the tenant has no stored request of that id.
    */

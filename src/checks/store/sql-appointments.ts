@@ -159,9 +159,20 @@ export class SqlAppointmentStore implements AppointmentStore {
       let appointment: Appointment | null = null;
       if (before) {
         const input: CheckInput = { ...toAppointment(before).input, request };
+        // A re-check written but still waiting for a tenant slot has not started: it goes (no
+        // answer was ever given for it); one a claim already took runs to its end.
+        const recheck = toAppointment(before).recheckId;
+        const dropped =
+          recheck === null
+            ? 0
+            : (yield {
+                sql: `DELETE FROM checks WHERE tenant_id = $1 AND id = $2 AND state = 'waiting'
+                        AND (lease_until IS NULL OR lease_until <= $3)`,
+                params: [tenantId, recheck, now],
+              }).changed;
         const [row] = yield* query(
           `UPDATE appointments SET state = 'cancelled', input = ${json('$3')}, lease_owner = NULL,
-             lease_until = NULL, updated_at = $4
+             lease_until = NULL, updated_at = $4${dropped > 0 ? ', recheck_id = NULL' : ''}
            WHERE tenant_id = $1 AND id = $2 RETURNING *`,
           [tenantId, id, JSON.stringify(input), now],
         );
