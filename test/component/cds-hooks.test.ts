@@ -146,7 +146,7 @@ describe('appointment-book', () => {
     expect(cards).toHaveLength(2);
     expect(cards[0]).toMatchObject({
       summary:
-        'Eligibility check started for the appointment of 3 Dec 2026, 09:30; re-checked 2 hours before it',
+        'Eligibility check started for the appointment of 2026-12-03 09:30; re-checked 2 hours before it',
       indicator: 'info',
       source: { label: expect.any(String) },
     });
