@@ -13,10 +13,9 @@
  * Every key and JWT step is jose's.
  */
 import { randomUUID } from 'node:crypto';
-import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
-import { exportJWK, generateKeyPair, importJWK, SignJWT } from 'jose';
-import type { JWK } from 'jose';
+import { importJWK, SignJWT } from 'jose';
+import { clientPrivateKey, publicJwkOf } from './client-key.js';
 
 const { values } = parseArgs({
   options: {
@@ -46,22 +45,17 @@ if (
 }
 const baseUrl = (values['base-url'] ?? '').replace(/\/+$/, '');
 
-let privateJwk: JWK;
-if (values.key) {
-  privateJwk = JSON.parse(readFileSync(values.key, 'utf8')) as JWK;
-} else {
-  const { privateKey } = await generateKeyPair(alg, { extractable: true });
-  privateJwk = { ...(await exportJWK(privateKey)), alg, kid: `cds-${Date.now()}`, use: 'sig' };
-  const file = `${new URL(iss).hostname}.private.jwk.json`;
-  if (existsSync(file)) {
-    console.error(`${file} exists already: pass it with --key to call with it`);
-    process.exit(2);
-  }
-  writeFileSync(file, `${JSON.stringify(privateJwk, null, 2)}\n`, { mode: 0o600 });
-  const { d: _d, p: _p, q: _q, dp: _dp, dq: _dq, qi: _qi, ...publicJwk } = privateJwk;
+const file = `${new URL(iss).hostname}.private.jwk.json`;
+const key = await clientPrivateKey(values.key, alg, `cds-${Date.now()}`, file);
+if (!key) {
+  console.error(`${file} exists already: pass it with --key to call with it`);
+  process.exit(2);
+}
+const { privateJwk } = key;
+if (key.created) {
   console.error(`private key written to ${file} (keep it in the EHR; never in the tenants file)`);
   console.log('# Add to the tenant in the tenants file, under "cdsClients", and restart the service:');
-  console.log(JSON.stringify({ iss, jwks: { keys: [publicJwk] }, fhirServers: [] }, null, 2));
+  console.log(JSON.stringify({ iss, jwks: { keys: [publicJwkOf(privateJwk)] }, fhirServers: [] }, null, 2));
   console.log(`# Then call a hook: npm run cds-client -- --iss ${iss} --key ${file}`);
   process.exit(0);
 }

@@ -10,10 +10,9 @@
  * belongs in the engine's key store. Every key and JWT step is jose's.
  */
 import { randomUUID } from 'node:crypto';
-import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
-import { exportJWK, generateKeyPair, importJWK, SignJWT } from 'jose';
-import type { JWK } from 'jose';
+import { importJWK, SignJWT } from 'jose';
+import { clientPrivateKey, publicJwkOf } from './client-key.js';
 
 const { values } = parseArgs({
   options: {
@@ -42,21 +41,16 @@ if (alg !== 'ES384' && alg !== 'RS384') {
 }
 const baseUrl = (values['base-url'] ?? '').replace(/\/+$/, '');
 
-let privateJwk: JWK;
-if (values.key) {
-  privateJwk = JSON.parse(readFileSync(values.key, 'utf8')) as JWK;
-} else {
-  const { privateKey } = await generateKeyPair(alg, { extractable: true });
-  privateJwk = { ...(await exportJWK(privateKey)), alg, kid: `${clientId}-${Date.now()}`, use: 'sig' };
-  const file = `${clientId}.private.jwk.json`;
-  if (existsSync(file)) {
-    console.error(`${file} exists already: pass it with --key to sign a new assertion with it`);
-    process.exit(2);
-  }
-  writeFileSync(file, `${JSON.stringify(privateJwk, null, 2)}\n`, { mode: 0o600 });
-  console.error(`private key written to ${file} (keep it in the engine; never in the tenants file)`);
+const file = `${clientId}.private.jwk.json`;
+const key = await clientPrivateKey(values.key, alg, `${clientId}-${Date.now()}`, file);
+if (!key) {
+  console.error(`${file} exists already: pass it with --key to sign a new assertion with it`);
+  process.exit(2);
 }
-const { d: _d, p: _p, q: _q, dp: _dp, dq: _dq, qi: _qi, ...publicJwk } = privateJwk;
+const { privateJwk } = key;
+if (key.created)
+  console.error(`private key written to ${file} (keep it in the engine; never in the tenants file)`);
+const publicJwk = publicJwkOf(privateJwk);
 
 const tokenUrl = `${baseUrl}/auth/token`;
 const now = Math.floor(Date.now() / 1000);

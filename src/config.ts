@@ -246,15 +246,24 @@ const secretRef = (env: NodeJS.ProcessEnv) =>
 const subscriptionEndpoint = z
   .string()
   .url('must be an absolute URL')
-  .refine((value) => {
-    // Runs even when .url() failed (zod reports every issue): a value that does not parse is refused here too.
-    try {
-      const url = new URL(value);
-      return /^https?:$/.test(url.protocol) && !url.username && !url.password && !url.search && !url.hash;
-    } catch {
-      return false;
-    }
-  }, 'subscriptionEndpoints entries must be http(s) URLs without credentials, query or fragment');
+  .refine(
+    isUrlPrefix,
+    'subscriptionEndpoints entries must be http(s) URLs without credentials, query or fragment',
+  );
+
+/**
+ * A URL prefix of a tenant's (subscriptionEndpoints, a CDS client's fhirServers): http(s), no
+ * credentials, query or fragment. Runs even when .url() failed (zod reports every issue): a value
+ * that does not parse is refused here too.
+ */
+function isUrlPrefix(value: string): boolean {
+  try {
+    const url = new URL(value);
+    return /^https?:$/.test(url.protocol) && !url.username && !url.password && !url.search && !url.hash;
+  } catch {
+    return false;
+  }
+}
 
 /**
  * Where a client's JWKS may be fetched from: https, or http to a loopback address (a key server
@@ -298,14 +307,9 @@ const smartClientSchema = z
  * A registered `fhirServers` prefix: an absolute http(s) URL without credentials, query or
  * fragment; compared on the parsed URL by whole path segments (operations/cds-hooks/fhir-server.ts).
  */
-const fhirServerPrefix = z.string().refine((value) => {
-  try {
-    const url = new URL(value);
-    return /^https?:$/.test(url.protocol) && !url.username && !url.password && !url.search && !url.hash;
-  } catch {
-    return false;
-  }
-}, 'fhirServers entries must be http(s) URLs without credentials, query or fragment');
+const fhirServerPrefix = z
+  .string()
+  .refine(isUrlPrefix, 'fhirServers entries must be http(s) URLs without credentials, query or fragment');
 
 const cdsClientSchema = z
   .object({

@@ -290,7 +290,7 @@ export async function startServer(
     extraRoutes: (express) => {
       metricsRoute(metrics, config.metricsToken)(express);
       tokenRoutes(express);
-      express.use('/cds-services', cds);
+      cds(express);
     },
     corsOrigins: config.corsOrigins,
     appPage: appPageRouter({

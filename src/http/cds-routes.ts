@@ -128,15 +128,18 @@ function auditedCall(deps: CdsRouteDeps, suffix: string, entities: boolean): Req
   };
 }
 
-/** The /cds-services router. */
-export function cdsRoutes(deps: CdsRouteDeps): express.Router {
-  const router = express.Router();
+/** Registers the /cds-services routes on the app (their full paths: logs and metrics name them). */
+export function cdsRoutes(deps: CdsRouteDeps): (app: express.Express) => void {
+  return (app) => registerCds(app, deps);
+}
+
+function registerCds(app: express.Express, deps: CdsRouteDeps): void {
   // Discovery is public: it lists services and prefetch templates, no tenant data.
-  router.get('/', (_req, res) => {
+  app.get('/cds-services', (_req, res) => {
     sendJson(res, discovery());
   });
-  router.post(
-    '/:id',
+  app.post(
+    '/cds-services/:id',
     counted(deps, (id) => id),
     knownService,
     authenticateCds(deps),
@@ -154,8 +157,8 @@ export function cdsRoutes(deps: CdsRouteDeps): express.Router {
       sendJson(res, { cards: answer.cards });
     },
   );
-  router.post(
-    '/:id/feedback',
+  app.post(
+    '/cds-services/:id/feedback',
     counted(deps, (id) => `${id}/feedback`),
     knownService,
     authenticateCds(deps),
@@ -167,5 +170,4 @@ export function cdsRoutes(deps: CdsRouteDeps): express.Router {
       sendJson(res, {});
     },
   );
-  return router;
 }

@@ -6,7 +6,7 @@
  */
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import type { AuditEvent, Bundle, CoverageEligibilityRequest, OperationOutcome } from 'fhir/r4.js';
+import type { AuditEvent, Bundle, Coverage, CoverageEligibilityRequest, OperationOutcome } from 'fhir/r4.js';
 import { SignJWT } from 'jose';
 import request from 'supertest';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -21,6 +21,7 @@ import {
   hookRequest,
   PATIENT_BIRTH_DATE,
   PATIENT_PHONE,
+  payerOrganization,
   startFhirStub,
   type FhirStub,
   type JwtOptions,
@@ -145,7 +146,7 @@ describe('appointment-book', () => {
     expect(cards).toHaveLength(2);
     expect(cards[0]).toMatchObject({
       summary:
-        'Eligibility check started for the appointment of 3 Dec 2026, 09:30; re-checked 2 hours before it',
+        'Eligibility check started for the appointment of 2026-12-03 09:30; re-checked 2 hours before it',
       indicator: 'info',
       source: { label: expect.any(String) },
     });
@@ -264,6 +265,7 @@ describe('patient-view', () => {
       '784199000000033',
       '4410-9999-0000777',
       PATIENT_PHONE,
+      payerOrganization,
       PATIENT_BIRTH_DATE,
     ])
       expect(text).not.toContain(secret);
@@ -286,6 +288,30 @@ describe('prefetch from the fhirServer', () => {
       '/fhir/Coverage?patient=p1&status=active',
     ]);
     expect(fhir.requests[0]!.headers.authorization).toBe('Bearer ehr-access-token-5b7e');
+  });
+
+  it('looks a payor reference up on the registered fhirServer when the Organization did not come with the Coverage', async () => {
+    fhir.requests.length = 0;
+    const body = hookRequest('patient-view', {
+      fhirServer: `${fhir.url}/fhir`,
+      patient: { emiratesId: '784-1990-6666666-6' },
+    });
+    const prefetch = body.prefetch as { coverage: Bundle };
+    prefetch.coverage.entry = prefetch.coverage.entry!.slice(0, 1);
+    const res = await call(VIEW, body);
+    expect(res.status, JSON.stringify(res.body)).toBe(200);
+    expect(cardsOf(res.body)[0]!.summary).toMatch(/^Eligibility check started with Daman/);
+    expect(fhir.requests.map((r) => r.path)).toEqual(['/fhir/Organization/org-daman']);
+  });
+
+  it('reads a Coverage that holds its payer contained, as $submit would', async () => {
+    const body = hookRequest('patient-view', { patient: { emiratesId: '784-1990-7777777-7' } });
+    const coverage = (body.prefetch as { coverage: Bundle }).coverage.entry![0]!.resource as Coverage;
+    coverage.contained = [{ ...payerOrganization(), id: 'payer' }];
+    coverage.payor = [{ reference: '#payer' }];
+    const res = await call(VIEW, body);
+    expect(res.status, JSON.stringify(res.body)).toBe(200);
+    expect(cardsOf(res.body)[0]!.summary).toMatch(/^Eligibility check started with Daman/);
   });
 
   it.each([
@@ -434,6 +460,7 @@ describe('feedback, audit and metrics', () => {
       'ehr-access-token-5b7e',
       '784-1990-0000001-1',
       PATIENT_PHONE,
+      payerOrganization,
       PATIENT_BIRTH_DATE,
       'Cardtest',
     ])

@@ -113,15 +113,20 @@ export function patient(options: PatientOptions = {}): Patient {
   };
 }
 
-/** A searchset Bundle of the patient's active Coverage, with its payer Organization included. */
-export function coverageBundle(options: PatientOptions = {}): Bundle {
-  const payer = options.payer ?? 'DAMAN';
-  const organization: Organization = {
+/** The payer's Organization, with its payer code typed NIIP. */
+export function payerOrganization(payer = 'DAMAN'): Organization {
+  return {
     resourceType: 'Organization',
     id: `org-${payer.toLowerCase()}`,
     identifier: [{ type: { coding: [{ system: V2_0203, code: 'NIIP' }] }, value: payer }],
     name: payer === 'DAMAN' ? 'Daman' : payer,
   };
+}
+
+/** A searchset Bundle of the patient's active Coverage, with its payer Organization included. */
+export function coverageBundle(options: PatientOptions = {}): Bundle {
+  const payer = options.payer ?? 'DAMAN';
+  const organization = payerOrganization(payer);
   const coverage: Coverage = {
     resourceType: 'Coverage',
     id: `cov-${payer.toLowerCase()}`,
@@ -214,6 +219,7 @@ export async function startFhirStub(data: PatientOptions = {}): Promise<FhirStub
     route: (path) => {
       if (path === `/fhir/Patient/${data.id ?? 'p1'}`) return { status: 200, body: patient(data) };
       if (path.startsWith('/fhir/Coverage?')) return { status: 200, body: coverageBundle(data) };
+      if (path === '/fhir/Organization/org-daman') return { status: 200, body: payerOrganization() };
       return { status: 404, body: { resourceType: 'OperationOutcome', issue: [] } };
     },
     close: () => Promise.resolve(),

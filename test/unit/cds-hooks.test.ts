@@ -83,7 +83,7 @@ describe('appointments', () => {
 
 describe('visit time and lead', () => {
   it('shows the appointment in the clinic zone and the lead in words', () => {
-    expect(visitTime('2026-12-03T05:30:00Z', 'Asia/Dubai')).toBe('3 Dec 2026, 09:30');
+    expect(visitTime('2026-12-03T05:30:00Z', 'Asia/Dubai')).toBe('2026-12-03 09:30');
     expect(leadText(120)).toBe('2 hours');
     expect(leadText(60)).toBe('1 hour');
     expect(leadText(90)).toBe('90 minutes');
@@ -94,10 +94,10 @@ describe('visit time and lead', () => {
     const start = '2026-12-03T05:30:00Z';
     const at = Date.parse(start);
     expect(startedAt(start, settings, at - 3 * 3_600_000)).toBe(
-      'Eligibility check started for the appointment of 3 Dec 2026, 09:30; re-checked 2 hours before it',
+      'Eligibility check started for the appointment of 2026-12-03 09:30; re-checked 2 hours before it',
     );
     expect(startedAt(start, settings, at - 3_600_000)).toBe(
-      'Eligibility check started for the appointment of 3 Dec 2026, 09:30',
+      'Eligibility check started for the appointment of 2026-12-03 09:30',
     );
   });
 });

@@ -12,7 +12,7 @@ import { decodeJwt, decodeProtectedHeader, jwtVerify } from 'jose';
 import type { CdsClient, Tenant } from '../../config.js';
 import { looksLikeJwt } from './access-tokens.js';
 import type { ClientKeys } from './token-endpoint.js';
-import { ASSERTION_ALGORITHMS } from './token-endpoint.js';
+import { ASSERTION_ALGORITHMS, joseFailure } from './token-endpoint.js';
 
 /** The spec's upper bound on a CDS Client JWT's lifetime, as SMART's: five minutes. */
 const MAX_LIFETIME_S = 300;
@@ -69,31 +69,24 @@ export function findCdsClient(tenants: readonly Tenant[], iss: string): CdsCalle
 
 /** What jose says of a failed verification, as a refusal. */
 function refusalOf(error: unknown): CdsAuthError {
-  const code = (error as { code?: unknown }).code;
-  switch (code) {
-    case 'ERR_JWT_EXPIRED':
+  const failure = joseFailure(error);
+  switch (failure.kind) {
+    case 'expired':
       return new CdsAuthError('expired', 'The JWT has expired');
-    case 'ERR_JWS_SIGNATURE_VERIFICATION_FAILED':
-    case 'ERR_JWKS_NO_MATCHING_KEY':
-    case 'ERR_JWKS_MULTIPLE_MATCHING_KEYS':
+    case 'signature':
       return new CdsAuthError('signature', 'The JWT is not signed by a key registered for its issuer');
-    case 'ERR_JWT_CLAIM_VALIDATION_FAILED': {
-      const claim = (error as { claim?: unknown }).claim;
-      if (claim === 'aud') return new CdsAuthError('audience', "The JWT's aud is not this service's URL");
-      return new CdsAuthError(
-        'claims',
-        `The JWT's ${typeof claim === 'string' ? claim : ''} claim is missing or not valid`,
-      );
-    }
-    case 'ERR_JOSE_ALG_NOT_ALLOWED':
+    case 'claim':
+      return failure.claim === 'aud'
+        ? new CdsAuthError('audience', "The JWT's aud is not this service's URL")
+        : new CdsAuthError('claims', `The JWT's ${failure.claim ?? ''} claim is missing or not valid`);
+    case 'algorithm':
       return new CdsAuthError(
         'algorithm',
         `The JWT must be signed with ${ASSERTION_ALGORITHMS.join(' or ')}`,
       );
-    case 'ERR_JWKS_TIMEOUT':
-    case 'ERR_JOSE_GENERIC':
+    case 'keys-unavailable':
       return new CdsAuthError('keys-unavailable', "The issuer's key set could not be fetched");
-    default:
+    case 'other':
       return new CdsAuthError('claims', 'The JWT could not be verified');
   }
 }

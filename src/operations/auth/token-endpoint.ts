@@ -123,26 +123,49 @@ function findClient(
   return null;
 }
 
-/** What jose says of a failed verification, in words that name no key or claim value. */
-function verifyFailure(error: unknown): string {
-  const code = (error as { code?: unknown }).code;
-  switch (code) {
+/** What went wrong in a jose verification, by kind (its error codes, read once for every caller). */
+export type JoseFailure =
+  | { kind: 'expired' | 'signature' | 'algorithm' | 'keys-unavailable' | 'other' }
+  | { kind: 'claim'; claim: string | undefined };
+
+/** The kind of a jose verification error (https://github.com/panva/jose, its `code`s). */
+export function joseFailure(error: unknown): JoseFailure {
+  switch ((error as { code?: unknown }).code) {
     case 'ERR_JWT_EXPIRED':
-      return 'the client assertion has expired';
+      return { kind: 'expired' };
     case 'ERR_JWS_SIGNATURE_VERIFICATION_FAILED':
     case 'ERR_JWKS_NO_MATCHING_KEY':
     case 'ERR_JWKS_MULTIPLE_MATCHING_KEYS':
-      return 'the client assertion is not signed by a key registered for the client';
+      return { kind: 'signature' };
     case 'ERR_JWT_CLAIM_VALIDATION_FAILED': {
       const claim = (error as { claim?: unknown }).claim;
-      return `the client assertion's ${typeof claim === 'string' ? claim : 'claims'} claim is not valid`;
+      return { kind: 'claim', claim: typeof claim === 'string' ? claim : undefined };
     }
     case 'ERR_JOSE_ALG_NOT_ALLOWED':
-      return `the client assertion must be signed with ${ASSERTION_ALGORITHMS.join(' or ')}`;
+      return { kind: 'algorithm' };
     case 'ERR_JWKS_TIMEOUT':
     case 'ERR_JOSE_GENERIC':
-      return "the client's key set could not be fetched";
+      return { kind: 'keys-unavailable' };
     default:
+      return { kind: 'other' };
+  }
+}
+
+/** What jose says of a failed verification, in words that name no key or claim value. */
+function verifyFailure(error: unknown): string {
+  const failure = joseFailure(error);
+  switch (failure.kind) {
+    case 'expired':
+      return 'the client assertion has expired';
+    case 'signature':
+      return 'the client assertion is not signed by a key registered for the client';
+    case 'claim':
+      return `the client assertion's ${failure.claim ?? 'claims'} claim is not valid`;
+    case 'algorithm':
+      return `the client assertion must be signed with ${ASSERTION_ALGORITHMS.join(' or ')}`;
+    case 'keys-unavailable':
+      return "the client's key set could not be fetched";
+    case 'other':
       return 'the client assertion could not be verified';
   }
 }

@@ -10,10 +10,10 @@
 import { randomUUID } from 'node:crypto';
 import type {
   Appointment,
-  Bundle,
   BundleEntry,
   CodeableConcept,
   Coding,
+  Coverage,
   CoverageEligibilityRequest,
   Resource,
 } from 'fhir/r4.js';
@@ -65,19 +65,23 @@ function fullUrlOf(fhirServer: string | undefined): (resource: Resource) => stri
     resource.id ? `${base}/${resource.resourceType}/${resource.id}` : `urn:uuid:${randomUUID()}`;
 }
 
-/** Reads the Coverage at `index` as `$submit` reads a request: a CheckInput, or its refusal thrown. */
+/**
+ * Reads the Coverage at `index` as `$submit` reads a request: a CheckInput, or its refusal thrown.
+ * The request holds the Patient, the Coverage and its payer Organization contained (as an EHR's
+ * `$submit` usually does): validating that form costs about a quarter of a Bundle's, whose
+ * invariants are FHIRPath (bench/README.md, bench:cds).
+ */
 export function coverageParser(
   data: PatientData,
   options: ParseOptions,
 ): (index: number, identifierValue?: string) => Promise<CheckInput> {
-  const fullUrl = fullUrlOf(options.fhirServer);
   const category = visitCategoryOf(options.appointment);
+  const parseOptions = {
+    practiceId: options.practiceId,
+    now: new Date(options.now),
+    ...(data.resolver ? { resolver: data.resolver } : {}),
+  };
   return (index, identifierValue) => {
-    const coverage = data.coverages[index]!;
-    const entries: BundleEntry[] = [data.patient, coverage, ...data.organizations].map((resource) => ({
-      fullUrl: fullUrl(resource),
-      resource,
-    }));
     const request: CoverageEligibilityRequest = {
       resourceType: 'CoverageEligibilityRequest',
       ...(identifierValue
@@ -86,10 +90,9 @@ export function coverageParser(
       status: 'active',
       purpose: ['benefits', 'validation'],
       created: new Date(options.now).toISOString(),
-      patient: { reference: entries[0]!.fullUrl! },
-      // The payer as `$submit` reads `insurer`: Coverage.payor, resolved the same way.
-      insurer: coverage.payor[0] ?? {},
-      insurance: [{ focal: true, coverage: { reference: entries[1]!.fullUrl! } }],
+      patient: { reference: '#patient' },
+      insurer: {},
+      insurance: [{ focal: true, coverage: { reference: '#coverage' } }],
       ...(category ? { item: [{ category: { coding: [category] } }] } : {}),
       ...(options.appointment
         ? {
@@ -100,16 +103,78 @@ export function coverageParser(
           }
         : {}),
     };
-    const bundle: Bundle = {
-      resourceType: 'Bundle',
-      type: 'collection',
-      entry: [{ fullUrl: `urn:uuid:${randomUUID()}`, resource: request }, ...entries],
-    };
-    return parseSubmit(bundle, {
-      practiceId: options.practiceId,
-      now: new Date(options.now),
-      ...(data.resolver ? { resolver: data.resolver } : {}),
-    });
+    return parseSubmit(containing(request, data, data.coverages[index]!), parseOptions);
+  };
+}
+
+/**
+ * A resource as it is contained: its local id, no meta (dom-4), and its own contained resources
+ * beside it (dom-2), renamed `<id>-<their id>` with the references to them rewritten.
+ */
+function local<T extends Resource>(resource: T, id: string): [T, Resource[]] {
+  const { meta: _meta, contained, ...rest } = resource as T & { contained?: Resource[] };
+  const own = contained ?? [];
+  const renamed = new Map(own.map((r) => [`#${r.id ?? ''}`, `#${id}-${r.id ?? ''}`]));
+  const rename = <R>(value: R): R => (renamed.size > 0 ? rewriteLocal(value, renamed) : value);
+  const hoisted = own.map((r) => {
+    const { meta: _innerMeta, ...inner } = r;
+    return rename<Resource>({ ...inner, id: `${id}-${r.id ?? ''}` });
+  });
+  return [rename({ ...rest, id } as T), hoisted];
+}
+
+/** A copy of `value` with each local reference (`#id`) that `renamed` knows replaced. */
+function rewriteLocal<R>(value: R, renamed: ReadonlyMap<string, string>): R {
+  if (Array.isArray(value)) return value.map((v: unknown) => rewriteLocal(v, renamed)) as R;
+  if (typeof value !== 'object' || value === null) return value;
+  return Object.fromEntries(
+    Object.entries(value).map(([key, child]) => [
+      key,
+      key === 'reference' && typeof child === 'string'
+        ? (renamed.get(child) ?? child)
+        : rewriteLocal(child, renamed),
+    ]),
+  ) as R;
+}
+
+/**
+ * The request with the Patient, the Coverage and the Organization its payor points to (one that
+ * came with the Coverages) contained, `insurer` = the payor as `$submit` reads it; a payor given
+ * otherwise (an identifier, or a literal reference the guarded client may look up) stays as it is.
+ */
+function containing(
+  request: CoverageEligibilityRequest,
+  data: PatientData,
+  coverage: Coverage,
+): CoverageEligibilityRequest {
+  const [patient, patientOwn] = local(data.patient, 'patient');
+  const [held, coverageOwn] = local(coverage, 'coverage');
+  const payor = held.payor[0];
+  const target = payor?.reference?.replace(/\/_history\/[^/]+$/, '');
+  const organization =
+    target === undefined || target.startsWith('#')
+      ? undefined
+      : data.organizations.find(
+          (o) =>
+            o.id !== undefined &&
+            (target === `Organization/${o.id}` || target.endsWith(`/Organization/${o.id}`)),
+        );
+  const payer = organization ? { reference: '#payer' } : payor;
+  const contained: Coverage = {
+    ...held,
+    beneficiary: { reference: '#patient' },
+    payor: payer ? [payer] : [],
+  };
+  return {
+    ...request,
+    contained: [
+      patient,
+      contained,
+      ...patientOwn,
+      ...coverageOwn,
+      ...(organization ? [local(organization, 'payer')[0]] : []),
+    ],
+    insurer: payer ?? {},
   };
 }
 

@@ -75,7 +75,7 @@ export async function patientData(
     coverages,
     organizations,
     ...(allowed && base !== undefined
-      ? { resolver: fhir.resolver(base, client.fhirServers, request.accessToken) }
+      ? { resolver: once(fhir.resolver(base, client.fhirServers, request.accessToken)) }
       : {}),
   };
 }
@@ -97,4 +97,19 @@ function coveragesOf(value: unknown): { coverages: Coverage[]; organizations: Or
 /** The template asks for active ones; a client that sends others anyway has them left out. */
 function active(coverages: Coverage[]): Coverage[] {
   return coverages.filter((c) => c.status === 'active');
+}
+
+/** One look-up per reference per call: the payer codes and each check read the same references. */
+function once(resolver: ReferenceResolver): ReferenceResolver {
+  const seen = new Map<string, Promise<Resource>>();
+  return {
+    resolve(reference) {
+      let found = seen.get(reference);
+      if (!found) {
+        found = resolver.resolve(reference);
+        seen.set(reference, found);
+      }
+      return found;
+    },
+  };
 }

@@ -4,26 +4,12 @@
  * (docs/previsit.md: booked less than one lead before its start, the booking check is the
  * pre-visit check). Pure.
  */
-import { leadMs, type PrevisitSettings } from '../../checks/previsit.js';
+import { leadMs, localDay, localTime, type PrevisitSettings } from '../../checks/previsit.js';
 
-const FORMATS = new Map<string, Intl.DateTimeFormat>();
-
-/** `3 Dec 2026, 09:30` in `timeZone`. */
+/** `2026-12-03 09:30` in `timeZone` (the clinic's day and time, as the pre-visit checks read them). */
 export function visitTime(start: string, timeZone: string): string {
-  let format = FORMATS.get(timeZone);
-  if (!format) {
-    format = new Intl.DateTimeFormat('en-GB', {
-      timeZone,
-      day: 'numeric',
-      month: 'short',
-      year: 'numeric',
-      hour: '2-digit',
-      minute: '2-digit',
-      hourCycle: 'h23',
-    });
-    FORMATS.set(timeZone, format);
-  }
-  return format.format(new Date(start));
+  const at = Date.parse(start);
+  return `${localDay(at, timeZone)} ${localTime(at, timeZone)}`;
 }
 
 /** The lead in words: `2 hours`, `90 minutes`, `1 hour`, `1.5 minutes`. */
