@@ -14,18 +14,14 @@ import { estimateClaimResponse, estimateItems } from '../src/mapping/response/es
 import { mapEnvelope } from '../src/mapping/response/index.js';
 import { estimateInput } from '../src/operations/estimate.js';
 import { envelopeSchema } from '../src/upstream/contract.js';
-import { machine, record } from './lib.js';
+import { benchCerContext, cpuPerCall, machine, record } from './lib.js';
 
 const ITERATIONS = Number(process.env.BENCH_ITERATIONS ?? 2000);
 const WARMUP = 300;
 const SERVICE = 'http://fhir-eligibility-adapter.org/fhir/CodeSystem/service-category';
 
 function cpuPerIteration(work: () => unknown): number {
-  for (let i = 0; i < WARMUP; i += 1) work();
-  const before = process.cpuUsage();
-  for (let i = 0; i < ITERATIONS; i += 1) work();
-  const used = process.cpuUsage(before);
-  return Number(((used.user + used.system) / 1000 / ITERATIONS).toFixed(4));
+  return Number(cpuPerCall(work, ITERATIONS, WARMUP).toFixed(4));
 }
 
 function body(codes: string[]): Parameters {
@@ -45,22 +41,7 @@ await warmFhirDefinitions();
 const envelope = envelopeSchema.parse(
   JSON.parse(readFileSync(new URL('../test/fixtures/upstream/found-eligible.json', import.meta.url), 'utf8')),
 );
-const cer = mapEnvelope(envelope, {
-  checkId: '0b6f7a52-3c1d-4e8f-9a2b-5c6d7e8f9a01',
-  patient: { reference: 'Patient/p1' },
-  insurer: { identifier: { system: 'urn:payer', value: 'DAMAN' } },
-  request: {
-    resourceType: 'CoverageEligibilityRequest',
-    status: 'active',
-    purpose: ['benefits'],
-    patient: { reference: 'Patient/p1' },
-    created: '2026-11-24',
-    insurer: { display: 'Daman' },
-  },
-  isSearchAll: false,
-  baseUrl: 'http://localhost:8080',
-  now: new Date().toISOString(),
-});
+const cer = mapEnvelope(envelope, benchCerContext());
 const items = cer.insurance?.[0]?.item ?? [];
 const created = new Date().toISOString();
 

@@ -15,6 +15,7 @@ import Database from 'better-sqlite3';
 import { openStore } from '../src/checks/store/open.js';
 import { join } from 'node:path';
 import { eligibilityRequest } from '../test/support/requests.js';
+import type { CerContext } from '../src/mapping/types.js';
 
 export { spawnService, tenantAuth, writeTenantsFile } from '../test/support/process.js';
 export type { ServiceProcess } from '../test/support/process.js';
@@ -445,4 +446,35 @@ export async function fillStore(
   sqlite.pragma('wal_checkpoint(TRUNCATE)');
   sqlite.close();
   return now - spacingMs;
+}
+
+/** CPU (user + system) per call of `work`, in ms, over `iterations` calls after `warmup` calls. */
+export function cpuPerCall(work: () => unknown, iterations: number, warmup = 0): number {
+  for (let i = 0; i < warmup; i += 1) work();
+  const before = process.cpuUsage();
+  for (let i = 0; i < iterations; i += 1) work();
+  const used = process.cpuUsage(before);
+  return (used.user + used.system) / 1000 / iterations;
+}
+
+/** The mapping context of the in-process mapping benches: a Daman check, or a search-all. */
+export function benchCerContext(isSearchAll = false): CerContext {
+  return {
+    checkId: '0b6f7a52-3c1d-4e8f-9a2b-5c6d7e8f9a01',
+    patient: { reference: 'Patient/p1' },
+    insurer: isSearchAll
+      ? { display: 'All payers' }
+      : { identifier: { system: 'urn:payer', value: 'DAMAN' } },
+    request: {
+      resourceType: 'CoverageEligibilityRequest',
+      status: 'active',
+      purpose: isSearchAll ? ['discovery'] : ['benefits'],
+      patient: { reference: 'Patient/p1' },
+      created: '2026-11-24',
+      insurer: { display: 'Daman' },
+    },
+    isSearchAll,
+    baseUrl: 'http://localhost:8080',
+    now: new Date().toISOString(),
+  };
 }

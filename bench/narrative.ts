@@ -10,40 +10,16 @@ import { readFileSync, readdirSync } from 'node:fs';
 import { mapEnvelope } from '../src/mapping/response/index.js';
 import { narrativeOf } from '../src/mapping/response/narrative.js';
 import { summaryXhtml, visitSummary } from '../src/mapping/response/visit-summary.js';
-import type { CerContext } from '../src/mapping/types.js';
 import { envelopeSchema } from '../src/upstream/contract.js';
-import { machine, record } from './lib.js';
+import { benchCerContext, cpuPerCall, machine, record } from './lib.js';
 
 const ITERATIONS = Number(process.env.BENCH_ITERATIONS ?? 2000);
 const WARMUP = 200;
 
-function context(isSearchAll: boolean): CerContext {
-  return {
-    checkId: '0b6f7a52-3c1d-4e8f-9a2b-5c6d7e8f9a01',
-    patient: { reference: 'Patient/p1' },
-    insurer: isSearchAll
-      ? { display: 'All payers' }
-      : { identifier: { system: 'urn:payer', value: 'DAMAN' } },
-    request: {
-      resourceType: 'CoverageEligibilityRequest',
-      status: 'active',
-      purpose: isSearchAll ? ['discovery'] : ['benefits'],
-      patient: { reference: 'Patient/p1' },
-      created: '2026-11-24',
-      insurer: { display: 'Daman' },
-    },
-    isSearchAll,
-    baseUrl: 'http://localhost:8080',
-    now: new Date().toISOString(),
-  };
-}
+const context = benchCerContext;
 
 function cpuPerIteration(work: () => unknown): number {
-  for (let i = 0; i < WARMUP; i += 1) work();
-  const before = process.cpuUsage();
-  for (let i = 0; i < ITERATIONS; i += 1) work();
-  const used = process.cpuUsage(before);
-  return Number(((used.user + used.system) / 1000 / ITERATIONS).toFixed(4));
+  return Number(cpuPerCall(work, ITERATIONS, WARMUP).toFixed(4));
 }
 
 const sizes = ['mapping', 'upstream'].flatMap((dir) => {
