@@ -8,7 +8,8 @@ import type { AuditAction, AuditOutcome, AuditRecord } from '../../fhir/audit-ev
 import type { AuditFilters, AuditRow } from './check-store.js';
 
 export type { AuditFilters, AuditRow } from './check-store.js';
-import type { Result, Work } from './driver.js';
+import type { Work } from './driver.js';
+import { one } from './driver.js';
 import { int, nullableText, text } from './rows.js';
 import type { Row } from './rows.js';
 
@@ -41,10 +42,6 @@ export function auditRow(record: AuditRecord, recordedAt: number): AuditRow {
 /** The recording time at the start of an id (see auditRow). */
 export function recordedAtOf(id: string): number {
   return Number.parseInt(id.slice(0, 12), 16);
-}
-
-function* one(sql: string, params: readonly unknown[] = []): Work<Result> {
-  return yield { sql, params };
 }
 
 /**

@@ -25,6 +25,16 @@ export interface Result {
  */
 export type Work<T> = Generator<Statement, T, Result>;
 
+/** One statement of a piece of work, handed its whole result. */
+export function* one(sql: string, params: readonly unknown[] = []): Work<Result> {
+  return yield { sql, params };
+}
+
+/** One statement of a piece of work, handed its rows. */
+export function* query(sql: string, params: readonly unknown[] = []): Work<Row[]> {
+  return (yield { sql, params }).rows;
+}
+
 /**
  * How a driver runs a piece of work:
  * - `single`: each statement on its own (autocommit);

@@ -18,16 +18,13 @@ import type { Check, DateRange, NewCheck } from './check-store.js';
 import { int, nullableInt, nullableText, text } from './rows.js';
 import type { Row } from './rows.js';
 import type { Dialect, SqlDriver, Work } from './driver.js';
+import { query } from './driver.js';
 
 /** A due, unleased, scheduled appointment; $1 is now. */
 const DUE = `state = 'scheduled' AND due_at <= $1 AND (lease_until IS NULL OR lease_until <= $1)`;
 
 /** How the check store inserts a check inside another piece of work (sql-store.ts). */
 export type CheckInserting = (check: NewCheck) => Work<{ check: Check; created: boolean }>;
-
-function* query(sql: string, params: readonly unknown[] = []): Work<Row[]> {
-  return (yield { sql, params }).rows;
-}
 
 function isState(value: string): value is AppointmentState {
   return (APPOINTMENT_STATES as readonly string[]).includes(value);

@@ -47,7 +47,8 @@ import {
   text,
 } from './rows.js';
 import type { CheckColumn, Row } from './rows.js';
-import type { Dialect, Result, SqlDriver, Work } from './driver.js';
+import type { Dialect, SqlDriver, Work } from './driver.js';
+import { one, query } from './driver.js';
 import { migration } from './schema.js';
 import { TERMINAL_STATUSES } from '../../upstream/contract.js';
 import { recordEvents, SqlSubscriptionStore } from './sql-subscriptions.js';
@@ -85,14 +86,6 @@ const HOLDS_SLOT = `NOT (is_search_all = TRUE AND COALESCE(upstream_status, '') 
 const CLAIMED = 'id, next_run_at, created_at';
 /** Tasks over which a payer's durations are averaged (then weighted 1/DURATION_WINDOW each). */
 const DURATION_WINDOW = 50;
-
-function* one(sql: string, params: readonly unknown[] = []): Work<Result> {
-  return yield { sql, params };
-}
-
-function* query(sql: string, params: readonly unknown[] = []): Work<Row[]> {
-  return (yield { sql, params }).rows;
-}
 
 export class SqlStore implements CheckStore {
   readonly kind: StoreKind;

@@ -20,6 +20,7 @@ import type {
 import { bool, int, nullableInt, nullableText, text } from './rows.js';
 import type { Row } from './rows.js';
 import type { Dialect, SqlDriver, Work } from './driver.js';
+import { query } from './driver.js';
 
 /** Columns a delivery may patch, by DeliveryPatch key. */
 const DELIVERY_COLUMNS: Record<keyof DeliveryPatch, string> = {
@@ -38,10 +39,6 @@ const DELIVERY_COLUMNS: Record<keyof DeliveryPatch, string> = {
 const DUE = `status IN ('requested', 'active') AND next_attempt_at <= $1
   AND (lease_until IS NULL OR lease_until <= $1)
   AND (handshake_due = $2 OR delivered_through < events_count OR heartbeat_at <= $1 OR end_at <= $1)`;
-
-function* query(sql: string, params: readonly unknown[] = []): Work<Row[]> {
-  return (yield { sql, params }).rows;
-}
 
 function isStatus(value: string): value is SubscriptionStatus {
   return (SUBSCRIPTION_STATUSES as readonly string[]).includes(value);
