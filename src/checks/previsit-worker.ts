@@ -14,6 +14,7 @@ import { reuseWindowMs, type CheckService } from './service.js';
 import { isAnswered } from './store/check-store.js';
 import type { Appointment, Store } from './store/appointment-store.js';
 import { FailureStreak, isStoreUnavailable } from './store/outage.js';
+import { RoundLoop } from './round-loop.js';
 
 export interface PrevisitWorkerDeps {
   store: Store;
@@ -37,36 +38,33 @@ export interface PrevisitWorkerDeps {
 }
 
 export class PrevisitWorker {
-  private running = false;
-  private loop: Promise<void> | null = null;
-  private wakeUp: (() => void) | null = null;
+  private readonly loop: RoundLoop;
   private round = 0;
 
-  /** Failed rounds (the store unavailable): their back-off and their one log line. */
-  private readonly rounds: FailureStreak;
   /** Decisions that failed for a store reason: one log line for a run of them. */
   private readonly steps: FailureStreak;
 
   constructor(private readonly deps: PrevisitWorkerDeps) {
-    this.rounds = new FailureStreak(deps.logger, 'pre-visit round');
     this.steps = new FailureStreak(deps.logger, 'pre-visit re-check step');
+    this.loop = new RoundLoop({
+      logger: deps.logger,
+      what: 'pre-visit round',
+      idleMs: deps.idleMs,
+      round: () => this.tick(),
+    });
   }
 
   start(): void {
-    if (this.running) return;
-    this.running = true;
-    this.loop = this.run();
+    this.loop.start();
   }
 
   /** Runs a round now (a test moved its clock). */
   wake(): void {
-    this.wakeUp?.();
+    this.loop.wake();
   }
 
   async stop(): Promise<void> {
-    this.running = false;
-    this.wake();
-    await this.loop;
+    await this.loop.stop();
     await this.deps.store.appointments.releaseAll(this.deps.owner);
   }
 
@@ -144,29 +142,6 @@ export class PrevisitWorker {
         }
         return;
       }
-    }
-  }
-
-  private async run(): Promise<void> {
-    while (this.running) {
-      let claimed = 0;
-      let idleMs = this.deps.idleMs;
-      try {
-        claimed = await this.tick();
-        this.rounds.succeeded();
-        if (claimed > 0) continue;
-      } catch (error) {
-        // Backs off (doubling to 5 s) with one log line, instead of a failing round every idleMs.
-        idleMs = this.rounds.failed(error);
-      }
-      await new Promise<void>((resolve) => {
-        const timer = setTimeout(resolve, idleMs);
-        this.wakeUp = () => {
-          clearTimeout(timer);
-          resolve();
-        };
-      });
-      this.wakeUp = null;
     }
   }
 }

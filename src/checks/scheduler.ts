@@ -7,6 +7,7 @@ import type { Logger } from '../log.js';
 import { advanceCheck } from './lifecycle.js';
 import type { LifecycleDeps } from './lifecycle.js';
 import { FailureStreak, isStoreUnavailable } from './store/outage.js';
+import { RoundLoop } from './round-loop.js';
 
 export interface SchedulerOptions {
   /** How long a claim holds a check; longer than any upstream call. */
@@ -27,17 +28,13 @@ export interface SchedulerOptions {
 export class Scheduler {
   /** Emits `changed` with a check id after each step, so waiting $submit calls wake at once. */
   readonly events = new EventEmitter();
-  private running = false;
-  private loop: Promise<void> | null = null;
-  private wakeUp: (() => void) | null = null;
+  private readonly loop: RoundLoop;
   private readonly active = new Set<Promise<void>>();
   private round = 0;
   /** Checks whose step failed for a store reason, with the claim token whose lease is still set. */
   private readonly stranded = new Map<string, string>();
 
   private readonly deps: LifecycleDeps;
-  /** Failed rounds (the store unavailable): their back-off and their one log line. */
-  private readonly rounds: FailureStreak;
   /** Steps that failed for a store reason: one log line for a run of them, not one per check. */
   private readonly steps: FailureStreak;
 
@@ -47,20 +44,24 @@ export class Scheduler {
     private readonly logger: Logger,
   ) {
     this.events.setMaxListeners(0);
-    this.deps = { ...deps, heldTasks: deps.heldTasks ?? new Set(), stopping: () => !this.running };
-    this.rounds = new FailureStreak(logger, 'scheduler round');
+    this.deps = { ...deps, heldTasks: deps.heldTasks ?? new Set(), stopping: () => !this.loop.running };
     this.steps = new FailureStreak(logger, 'check step');
+    this.loop = new RoundLoop({
+      logger,
+      what: 'scheduler round',
+      idleMs: options.idleMs,
+      round: () => this.tick(),
+      afterRound: () => this.nearCapacity(),
+    });
   }
 
   start(): void {
-    if (this.running) return;
-    this.running = true;
-    this.loop = this.run();
+    this.loop.start();
   }
 
   /** Runs a round now instead of at the end of the idle wait (a new check was accepted). */
   wake(): void {
-    this.wakeUp?.();
+    this.loop.wake();
   }
 
   /**
@@ -77,9 +78,7 @@ export class Scheduler {
 
   /** Stops claiming, waits for the steps under way, and drops every lease this replica holds. */
   async stop(): Promise<void> {
-    this.running = false;
-    this.wake();
-    await this.loop;
+    await this.loop.stop();
     await Promise.allSettled([...this.active]);
     await this.deps.store.releaseAll(this.deps.owner);
   }
@@ -130,33 +129,15 @@ export class Scheduler {
     return claimed.length;
   }
 
-  private async run(): Promise<void> {
-    while (this.running) {
-      let claimed = 0;
-      let idleMs = this.options.idleMs;
-      try {
-        claimed = await this.tick();
-        this.rounds.succeeded();
-      } catch (error) {
-        // Backs off (doubling to 5 s) instead of a failing round every idleMs.
-        idleMs = this.rounds.failed(error);
-      }
-      // Near capacity: wait for steps to end, so each round claims a batch (a round costs the same
-      // whether it claims one check or fifty).
-      const minBatch = Math.max(1, Math.floor(this.options.maxSteps / 4));
-      while (this.running && this.active.size > this.options.maxSteps - minBatch) {
-        await Promise.race([...this.active, sleep(this.options.idleMs)]);
-      }
-      // Something was due: more may be. Go again at once (the near-capacity wait above paces it).
-      if (claimed > 0) continue;
-      await new Promise<void>((resolve) => {
-        const timer = setTimeout(resolve, idleMs);
-        this.wakeUp = () => {
-          clearTimeout(timer);
-          resolve();
-        };
-      });
-      this.wakeUp = null;
+  /**
+   * Near capacity: waits for steps to end, so each round claims a batch (a round costs the same
+   * whether it claims one check or fifty). A round that claimed something is followed by another
+   * at once; this wait paces it.
+   */
+  private async nearCapacity(): Promise<void> {
+    const minBatch = Math.max(1, Math.floor(this.options.maxSteps / 4));
+    while (this.loop.running && this.active.size > this.options.maxSteps - minBatch) {
+      await Promise.race([...this.active, sleep(this.options.idleMs)]);
     }
   }
 }

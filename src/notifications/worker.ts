@@ -14,7 +14,7 @@ import { Agent, request } from 'undici';
 import type { CheckStore } from '../checks/store/check-store.js';
 import type { StoredSubscription, SubscriptionEvent } from '../checks/store/subscription-store.js';
 import type { Logger } from '../log.js';
-import { FailureStreak } from '../checks/store/outage.js';
+import { RoundLoop } from '../checks/round-loop.js';
 import { notificationBundle } from './bundles.js';
 import type { EventWithFocus, NotificationContext, NotificationType } from './bundles.js';
 import { channelOf, type Channel } from './subscription-input.js';
@@ -65,26 +65,23 @@ export function backoffMs(failures: number, random: () => number = Math.random):
 type Attempt = { ok: true } | { ok: false; reason: string };
 
 export class DeliveryWorker {
-  private running = false;
-  private loop: Promise<void> | null = null;
-  private wakeUp: (() => void) | null = null;
-  private woken = false;
+  private readonly loop: RoundLoop;
   private round = 0;
   private readonly active = new Set<Promise<void>>();
   /** Connections to endpoints: no redirect is followed (undici's request never follows one). */
   private readonly agent = new Agent({ connections: 16, keepAliveTimeout: 10_000 });
 
-  /** Failed rounds (the store unavailable): their back-off and their one log line. */
-  private readonly rounds: FailureStreak;
-
   constructor(private readonly options: WorkerOptions) {
-    this.rounds = new FailureStreak(options.logger, 'delivery round');
+    this.loop = new RoundLoop({
+      logger: options.logger,
+      what: 'delivery round',
+      idleMs: options.idleMs,
+      round: () => this.tick(),
+    });
   }
 
   start(): void {
-    if (this.running) return;
-    this.running = true;
-    this.loop = this.run();
+    this.loop.start();
   }
 
   /**
@@ -93,14 +90,11 @@ export class DeliveryWorker {
    * write still queued in SQLite's group commit would be found a round (idleMs) later.
    */
   wake(): void {
-    this.woken = true;
-    this.wakeUp?.();
+    this.loop.wake();
   }
 
   async stop(): Promise<void> {
-    this.running = false;
-    this.wake();
-    await this.loop;
+    await this.loop.stop();
     await Promise.allSettled([...this.active]);
     await this.options.store.subscriptions.releaseAll(this.options.owner);
     await this.agent.close();
@@ -136,30 +130,6 @@ export class DeliveryWorker {
       this.active.add(run);
     }
     return claimed.length;
-  }
-
-  private async run(): Promise<void> {
-    while (this.running) {
-      this.woken = false;
-      let claimed = 0;
-      let idleMs = this.options.idleMs;
-      try {
-        claimed = await this.tick();
-        this.rounds.succeeded();
-        if (claimed > 0 || this.woken) continue;
-      } catch (error) {
-        // Backs off (doubling to 5 s) with one log line, instead of a failing round every idleMs.
-        idleMs = this.rounds.failed(error);
-      }
-      await new Promise<void>((resolve) => {
-        const timer = setTimeout(resolve, idleMs);
-        this.wakeUp = () => {
-          clearTimeout(timer);
-          resolve();
-        };
-      });
-      this.wakeUp = null;
-    }
   }
 
   /** One claimed subscription: its handshake, its due events in order, or a heartbeat. */
