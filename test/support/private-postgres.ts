@@ -122,7 +122,8 @@ export async function startPrivatePostgres(): Promise<PrivatePostgres> {
 /** The package's native folder (bin/, lib/, share/) copied to `to`; the binaries in the copy. */
 function copiedBinaries(packaged: Binaries, to: string): Binaries {
   const native = dirname(dirname(packaged.initdb));
-  cpSync(native, to, { recursive: true });
+  // dereference: the package's lib/ holds links to the checkout's own files, out of reach of postgres.
+  cpSync(native, to, { recursive: true, dereference: true });
   const inCopy = (file: string) => join(to, relative(native, file));
   return { initdb: inCopy(packaged.initdb), pg_ctl: inCopy(packaged.pg_ctl) };
 }
