@@ -29,7 +29,14 @@ import type {
 } from 'fhir/r4.js';
 import { SERVICE_CATEGORY_SYSTEM, extensionUrl } from './codes.js';
 import { benefitsByType } from './benefit-model.js';
-import { blockOf, summaryXhtml, visitSummary } from './visit-summary.js';
+import type { IndexedItem, VisitSummary } from './visit-summary.js';
+import {
+  askedCategories,
+  coverageSummary,
+  indexItems,
+  isFoundInForce,
+  summaryXhtml,
+} from './visit-summary.js';
 import { blockNames, categoryFor } from './vocabulary.js';
 import { escapeXml } from './xhtml.js';
 import { parsePercent } from '../../upstream/contract.js';
@@ -60,9 +67,28 @@ function subText(ext: Extension | undefined, url: string): string | undefined {
   return undefined;
 }
 
-function extensionsOf(list: Extension[] | undefined, id: Parameters<typeof extensionUrl>[0]): Extension[] {
-  const url = extensionUrl(id);
+/** The extensions the narrative reads. */
+const READ = [
+  'policy-details',
+  'gp-referral-required',
+  'multi-card',
+  'portal-message',
+  'portal-document',
+  'portal-screenshot',
+] as const;
+type ReadExtension = (typeof READ)[number];
+
+/** Their URLs, built once (not per call: the narrative runs on every mapping). */
+const URLS = Object.fromEntries(READ.map((id) => [id, extensionUrl(id)])) as Record<ReadExtension, string>;
+
+function extensionsOf(list: Extension[] | undefined, id: ReadExtension): Extension[] {
+  const url = URLS[id];
   return (list ?? []).filter((e) => e.url === url);
+}
+
+function firstExtension(list: Extension[] | undefined, id: ReadExtension): Extension | undefined {
+  const url = URLS[id];
+  return list?.find((e) => e.url === url);
 }
 
 /** The outcome in plain words: the first line of the narrative. */
@@ -119,7 +145,7 @@ function classValue(coverage: Coverage | undefined, code: string): string | unde
 
 /** Payer, plan, package, network, policy period. */
 function policyFacts(insurance: Insurance, coverage: Coverage | undefined): string {
-  const details = extensionsOf(coverage?.extension, 'policy-details')[0];
+  const details = firstExtension(coverage?.extension, 'policy-details');
   const payer = coverage?.payor[0]?.display ?? coverage?.payor[0]?.identifier?.value;
   const lines = [
     row('Payer', payer),
@@ -132,36 +158,49 @@ function policyFacts(insurance: Insurance, coverage: Coverage | undefined): stri
   return `<ul>${lines}</ul>`;
 }
 
-/** The parts of an item's description (items.ts joins them with "; "). */
-function descriptionParts(item: Item): string[] {
-  const parts: string[] = [];
-  if (!item.description) return parts;
-  for (const part of item.description.split('; ')) {
-    const trimmed = part.trim();
-    if (trimmed.length > 0) parts.push(trimmed);
-  }
-  return parts;
-}
-
 const COVERAGE_STATUS = 'Coverage status: ';
 const CURRENCY_AS_GIVEN = 'Currency as given: ';
+
+/**
+ * An item's description (items.ts joins its parts with "; "), read in one pass: the coverage
+ * status and the currency word it gives (each shown in a cell of its own, the first given), and
+ * its other parts (the Notes).
+ */
+interface Description {
+  status?: string;
+  currency?: string;
+  others: string[];
+}
+
+function descriptionOf(item: Item): Description {
+  const read: Description = { others: [] };
+  if (!item.description) return read;
+  for (const part of item.description.split('; ')) {
+    const trimmed = part.trim();
+    if (trimmed.length === 0) continue;
+    if (trimmed.startsWith(COVERAGE_STATUS)) read.status ??= trimmed.slice(COVERAGE_STATUS.length);
+    else if (trimmed.startsWith(CURRENCY_AS_GIVEN)) read.currency ??= trimmed.slice(CURRENCY_AS_GIVEN.length);
+    else read.others.push(trimmed);
+  }
+  return read;
+}
 
 /**
  * The currency of the item's amounts: the ISO code of its Money, else the portal's own word
  * (a Money without a code, the word kept in the description as "Currency as given: ..."), so an
  * amount never stands without the unit the CER has for it.
  */
-function currencyOfItem(parts: string[], money: (Benefit | undefined)[]): string {
+function currencyOfItem(item: Item, description: Description, amount?: Benefit, maximum?: Benefit): string {
+  // The copay amount's currency first, then the maximum's, then any benefit's: a loop, no list
+  // built (this runs for every item of every narrative).
   let anyAmount = false;
-  for (const benefit of money) {
-    const amount = benefit?.allowedMoney;
-    if (!amount) continue;
-    if (amount.currency) return amount.currency;
+  for (let i = -2; i < (item.benefit?.length ?? 0); i += 1) {
+    const money = (i === -2 ? amount : i === -1 ? maximum : item.benefit?.[i])?.allowedMoney;
+    if (!money) continue;
+    if (money.currency) return money.currency;
     anyAmount = true;
   }
-  if (!anyAmount) return '';
-  const given = parts.find((p) => p.startsWith(CURRENCY_AS_GIVEN));
-  return given ? given.slice(CURRENCY_AS_GIVEN.length) : '';
+  return anyAmount ? (description.currency ?? '') : '';
 }
 
 function benefitValue(benefit: Benefit | undefined, percent: boolean): string {
@@ -191,10 +230,9 @@ function otherBenefit(benefit: Benefit, currency: string): string | undefined {
   return `${label}: ${value}${unit ? ` ${unit}` : ''}`;
 }
 
-function coverageStatus(item: Item, parts: string[]): string {
+function coverageStatus(item: Item, description: Description): string {
   if (item.excluded === true) return 'Not covered';
-  const given = parts.find((p) => p.startsWith(COVERAGE_STATUS));
-  if (given) return given.slice(COVERAGE_STATUS.length);
+  if (description.status) return description.status;
   return item.excluded === false ? 'Covered' : '';
 }
 
@@ -229,16 +267,19 @@ function silentBenefits(item: Item, amount: Benefit | undefined, deductible: Ben
  * a second copay), then the item's description without the parts shown in other cells
  * (coverage status, currency as given).
  */
-function notesOf(item: Item, parts: string[], shown: (Benefit | undefined)[], currency: string): string[] {
+function notesOf(
+  item: Item,
+  description: Description,
+  shown: (Benefit | undefined)[],
+  currency: string,
+): string[] {
   const notes: string[] = [];
   for (const benefit of item.benefit ?? []) {
     if (shown.includes(benefit)) continue;
     const other = otherBenefit(benefit, currency);
     if (other !== undefined) notes.push(other);
   }
-  for (const part of parts) {
-    if (!part.startsWith(COVERAGE_STATUS) && !part.startsWith(CURRENCY_AS_GIVEN)) notes.push(part);
-  }
+  for (const part of description.others) notes.push(part);
   return notes;
 }
 
@@ -274,8 +315,9 @@ interface Row {
 function rowOf(item: Item): Row {
   const byType = benefitsByType(item);
   const { percent, amount, maximum } = byType;
-  const parts = descriptionParts(item);
-  const currency = currencyOfItem(parts, [amount, maximum, ...(item.benefit ?? [])]);
+  const description = descriptionOf(item);
+  const currency = currencyOfItem(item, description, amount, maximum);
+  const name = categoryName(item);
   // A copay amount of 0 beside a percentage is no fixed amount, and a 0% beside an amount no
   // percentage: left empty rather than "0".
   const amountShown = isZero(amount) && percent !== undefined ? undefined : amount;
@@ -284,21 +326,21 @@ function rowOf(item: Item): Row {
   const maximumText = maximumCell(item, percent, maximum);
   const money =
     amountShown?.allowedMoney || (maximum?.allowedMoney && maximumText !== NONE_GIVEN && maximumText !== '');
-  const shown = [percent, amount, maximum, ...silentBenefits(item, amount, byType.deductible)];
+  const shown: (Benefit | undefined)[] = silentBenefits(item, amount, byType.deductible);
+  shown.push(percent, amount, maximum);
   return {
-    code:
-      item.category?.coding?.find((c) => c.system === SERVICE_CATEGORY_SYSTEM)?.code ?? categoryName(item),
-    name: categoryName(item),
-    label: categoryFor(categoryName(item)).code,
+    code: item.category?.coding?.find((c) => c.system === SERVICE_CATEGORY_SYSTEM)?.code ?? name,
+    name,
+    label: categoryFor(name).code,
     network: item.network?.text,
     figures: [
-      coverageStatus(item, parts),
+      coverageStatus(item, description),
       benefitValue(percentShown, true),
       benefitValue(amountShown, false),
       maximumText,
       money ? currency : '',
     ],
-    notes: notesOf(item, parts, shown, currency),
+    notes: notesOf(item, description, shown, currency),
   };
 }
 
@@ -333,17 +375,21 @@ function blockRows(items: readonly Item[]): Row[] {
   const rows: Row[] = [];
   for (const item of items) {
     const row = rowOf(item);
-    const same = rows.find(
-      (r) =>
-        r.code === row.code &&
-        r.label === row.label &&
-        sameFigures(r.figures, row.figures) &&
-        (r.network === row.network || r.network === undefined || row.network === undefined),
-    );
+    const same = rows.find((r) => sameFact(r, row));
     if (same) fill(same, row);
     else rows.push(row);
   }
   return rows;
+}
+
+/** Two rows state the same fact: category, figures, and the same network or one not named. */
+function sameFact(a: Row, b: Row): boolean {
+  return (
+    a.code === b.code &&
+    a.label === b.label &&
+    (a.network === b.network || a.network === undefined || b.network === undefined) &&
+    sameFigures(a.figures, b.figures)
+  );
 }
 
 const TABLE_HEAD = [
@@ -361,14 +407,10 @@ const TABLE_HEAD = [
 function tableOf(rows: Row[]): string {
   let body = '';
   for (const row of rows) {
-    const cells = [
-      row.network ? `${row.name} (${row.network})` : row.name,
-      ...row.figures,
-      row.notes.join('; '),
-    ];
-    body += '<tr>';
-    for (const cell of cells) body += `<td>${escapeXml(cell)}</td>`;
-    body += '</tr>';
+    // Each cell escaped on its own; no list of cells built (this runs for every row).
+    body += `<tr><td>${escapeXml(row.network ? `${row.name} (${row.network})` : row.name)}</td>`;
+    for (const figure of row.figures) body += `<td>${escapeXml(figure)}</td>`;
+    body += `<td>${escapeXml(row.notes.join('; '))}</td></tr>`;
   }
   return `<table><thead><tr>${TABLE_HEAD}</tr></thead><tbody>${body}</tbody></table>`;
 }
@@ -379,29 +421,35 @@ const NO_BLOCK = 'Other benefits (no block named by the portal)';
  * The benefits table, one per portal block (Outpatient, Maternity, Specialization, Inpatient, in
  * that order; then the benefits the portal names no block for), each under the block's name.
  */
-function itemTables(items: Item[]): string {
-  if (items.length === 0) return '';
+function itemTables(index: readonly IndexedItem[]): string {
+  if (index.length === 0) return '';
   const groups = new Map<string, Item[]>();
-  for (const item of items) {
-    const block = blockOf(item) ?? NO_BLOCK;
+  for (const { item, block: named } of index) {
+    const block = named ?? NO_BLOCK;
     const group = groups.get(block);
     if (group) group.push(item);
     else groups.set(block, [item]);
   }
-  const order = [...blockNames(), ...groups.keys()];
+  // The table's blocks in its order, then the others in the answer's order.
   let html = '';
-  for (const block of new Set(order)) {
+  for (const block of blockNames()) {
     const group = groups.get(block);
     if (!group) continue;
-    const title = block === NO_BLOCK ? block : `${block} benefits`;
-    html += `<h3>${escapeXml(title)}</h3>${tableOf(blockRows(group))}`;
+    html += blockTable(block, group);
+    groups.delete(block);
   }
+  for (const [block, group] of groups) html += blockTable(block, group);
   return html;
+}
+
+function blockTable(block: string, items: readonly Item[]): string {
+  const title = block === NO_BLOCK ? block : `${block} benefits`;
+  return `<h3>${escapeXml(title)}</h3>${tableOf(blockRows(items))}`;
 }
 
 /** The GP-referral rule: the portal's is_gatekeeper value always shown when it gave one. */
 function gpRule(insurance: Insurance): string {
-  const ext = extensionsOf(insurance.extension, 'gp-referral-required')[0];
+  const ext = firstExtension(insurance.extension, 'gp-referral-required');
   if (!ext) return '';
   const required = sub(ext, 'required')?.valueBoolean;
   const given = subText(ext, 'isGatekeeper');
@@ -417,7 +465,7 @@ function gpRule(insurance: Insurance): string {
 }
 
 function multiCard(insurance: Insurance): string {
-  const ext = extensionsOf(insurance.extension, 'multi-card')[0];
+  const ext = firstExtension(insurance.extension, 'multi-card');
   if (!ext) return '';
   const index = subText(ext, 'cardIndex');
   const total = subText(ext, 'cardTotal') ?? 'several';
@@ -438,12 +486,16 @@ function warnings(list: Extension[] | undefined): string {
   return items.length ? `<ul>${items.join('')}</ul>` : '';
 }
 
-function insuranceSection(cer: CoverageEligibilityResponse, insurance: Insurance): string {
+function insuranceSection(
+  cer: CoverageEligibilityResponse,
+  insurance: Insurance,
+  index: readonly IndexedItem[] | undefined,
+): string {
   const coverage = containedById<Coverage>(cer, insurance.coverage.reference);
   return [
     policyFacts(insurance, coverage),
     // A coverage not in force shows why (the headline and disposition), not a table of "Covered".
-    insurance.inforce === true ? itemTables(insurance.item ?? []) : '',
+    index ? itemTables(index) : '',
     gpRule(insurance),
     warnings(insurance.extension),
     multiCard(insurance),
@@ -476,11 +528,22 @@ export function narrativeOf(
   asked?: readonly (CodeableConcept | undefined)[],
 ): Narrative {
   const detail = headlineDetail(cer);
+  const insurance = cer.insurance ?? [];
+  // Each in-force coverage's items are read once (indexItems), for its summary and its tables.
+  const indexes = insurance.map((i) => (i.inforce === true ? indexItems(i.item ?? []) : undefined));
+  const summaries: VisitSummary[] = [];
+  if (isFoundInForce(cer)) {
+    const categories = askedCategories(asked);
+    insurance.forEach((i, n) => {
+      const index = indexes[n];
+      if (index) summaries.push(coverageSummary(cer, i, categories, index, false));
+    });
+  }
   const parts = [
-    summaryXhtml(visitSummary(cer, asked, { notes: false })),
+    summaryXhtml(summaries),
     `<p><b>${escapeXml(headline(cer))}</b></p>`,
     detail ? `<p>${escapeXml(detail)}</p>` : '',
-    ...(cer.insurance ?? []).map((i) => insuranceSection(cer, i)),
+    ...insurance.map((i, n) => insuranceSection(cer, i, indexes[n])),
     warnings(cer.extension),
     documents(cer),
     cer.outcome === 'queued' ? '' : `<p>Checked: ${escapeXml(when(cer.created))}</p>`,

@@ -79,7 +79,9 @@ export function serviceCategoryOf(coding: Coding): ServiceCategory | undefined {
 }
 
 /** The categories asked, each once, in the order asked; none: the usual ones. */
-export function askedCategories(asked: readonly (CodeableConcept | undefined)[] = []): ServiceCategory[] {
+export function askedCategories(
+  asked: readonly (CodeableConcept | undefined)[] = [],
+): readonly ServiceCategory[] {
   const found: ServiceCategory[] = [];
   for (const concept of asked) {
     for (const coding of concept?.coding ?? []) {
@@ -132,8 +134,11 @@ function isOutOfNetwork(item: Item): boolean {
   return item.network?.coding?.some((c) => c.system === BENEFIT_NETWORK_SYSTEM && c.code === 'out') === true;
 }
 
-/** What the choice of an item reads of it, computed once per item. */
-interface Indexed {
+/**
+ * What the choice of an item reads of it, computed once per item; the narrative's tables group
+ * by the same `block`, so an answer's items are read once for both (narrative.ts).
+ */
+export interface IndexedItem {
   item: Item;
   code: string | undefined;
   block: string | undefined;
@@ -143,8 +148,9 @@ interface Indexed {
   order: number;
 }
 
-function indexOf(items: readonly Item[]): Indexed[] {
-  const index: Indexed[] = [];
+/** The items of one coverage, indexed for the summary and the narrative's tables. */
+export function indexItems(items: readonly Item[]): IndexedItem[] {
+  const index: IndexedItem[] = [];
   for (let order = 0; order < items.length; order += 1) {
     const item = items[order]!;
     const source = sourceOf(item);
@@ -162,17 +168,17 @@ function indexOf(items: readonly Item[]): Indexed[] {
 }
 
 /** The items that answer a category in the block its visit reads, best first. */
-function candidatesFor(index: readonly Indexed[], category: ServiceCategory): Item[] {
+function candidatesFor(index: readonly IndexedItem[], category: ServiceCategory): IndexedItem[] {
   const block = category.block ?? DEFAULT_BLOCK;
-  const matching: { item: Item; rank: number }[] = [];
+  const matching: { entry: IndexedItem; rank: number }[] = [];
   for (const entry of index) {
     if (entry.code === undefined || (entry.block !== undefined && entry.block !== block)) continue;
     // By group, then the category's own code before a related one, then the answer's order.
     const related = entry.code === category.code ? 0 : category.alsoReads?.includes(entry.code) ? 1 : -1;
     if (related < 0) continue;
-    matching.push({ item: entry.item, rank: (entry.group * 2 + related) * index.length + entry.order });
+    matching.push({ entry, rank: (entry.group * 2 + related) * index.length + entry.order });
   }
-  return matching.sort((a, b) => a.rank - b.rank).map((m) => m.item);
+  return matching.sort((a, b) => a.rank - b.rank).map((m) => m.entry);
 }
 
 /** The sentence's body for a rule. */
@@ -236,9 +242,9 @@ function notesOf(rule: ShareRule, model: BenefitModel | undefined, label: string
 }
 
 /** What the other items of a category say where it differs from the chosen one's body (at most 3). */
-function othersSay(others: readonly Item[], body: string, category: ServiceCategory): string[] {
+function othersSay(others: readonly IndexedItem[], body: string, category: ServiceCategory): string[] {
   const differing = new Set<string>();
-  for (const other of others) {
+  for (const { item: other } of others) {
     const otherModel = benefitModelOf(other);
     const otherBody = bodyOf(shareRuleOf(otherModel), otherModel);
     if (otherBody !== body) differing.add(`${other.name ?? category.display}: ${otherBody}`);
@@ -248,12 +254,13 @@ function othersSay(others: readonly Item[], body: string, category: ServiceCateg
 
 /** The line of one category from the items of one coverage. */
 export function visitLineOf(items: readonly Item[], category: ServiceCategory): VisitLine {
-  return lineOf(indexOf(items), category);
+  return lineOf(indexItems(items), category);
 }
 
-function lineOf(index: readonly Indexed[], category: ServiceCategory, withNotes = true): VisitLine {
-  const [chosen, ...others] = candidatesFor(index, category);
-  if (!chosen) {
+function lineOf(index: readonly IndexedItem[], category: ServiceCategory, withNotes = true): VisitLine {
+  const candidates = candidatesFor(index, category);
+  const best = candidates[0];
+  if (!best) {
     return {
       category,
       label: category.display,
@@ -266,7 +273,7 @@ function lineOf(index: readonly Indexed[], category: ServiceCategory, withNotes 
         : [],
     };
   }
-  const block = blockOf(chosen);
+  const { item: chosen, block } = best;
   const network = chosen.network?.text;
   const model = benefitModelOf(chosen);
   const rule = shareRuleOf(model);
@@ -278,7 +285,7 @@ function lineOf(index: readonly Indexed[], category: ServiceCategory, withNotes 
       `${label}: figures of the portal's ${block ? `${block} block` : 'answer'}${network ? `, network ${network}` : ''} (${chosen.name ?? sourceOf(chosen)}).`,
     );
   // What the other items of the category say, when it differs: the portal's answer is shown, not hidden.
-  if (withNotes) notes.push(...othersSay(others, body, category));
+  if (withNotes) notes.push(...othersSay(candidates.slice(1), body, category));
   const cap =
     model.yearlyCap && rule.kind !== 'not-covered' ? `; yearly cap on copays: ${model.yearlyCap}` : '';
   const line: VisitLine = { category, label, model, rule, sentence: `${label}: ${body}${cap}`, notes };
@@ -314,21 +321,35 @@ export function visitSummary(
 ): VisitSummary[] {
   if (!isFoundInForce(cer)) return [];
   const categories = askedCategories(asked);
-  return (cer.insurance ?? [])
-    .filter((i) => i.inforce === true)
-    .map((insurance) => {
-      const coverage = coverageOf(cer, insurance);
-      const payor = coverage?.payor[0];
-      const index = indexOf(insurance.item ?? []);
-      const summary: VisitSummary = {
-        lines: categories.map((category) => lineOf(index, category, options.notes !== false)),
-      };
-      const payer = payor?.display ?? payor?.identifier?.value;
-      if (payer) summary.payer = payer;
-      const plan = coverage?.class?.find((c) => c.type.coding?.some((k) => k.code === 'plan'))?.value;
-      if (plan) summary.plan = plan;
-      return summary;
-    });
+  const summaries: VisitSummary[] = [];
+  for (const insurance of cer.insurance ?? []) {
+    if (insurance.inforce !== true) continue;
+    const index = indexItems(insurance.item ?? []);
+    summaries.push(coverageSummary(cer, insurance, categories, index, options.notes !== false));
+  }
+  return summaries;
+}
+
+/**
+ * The summary of one in-force coverage, from its items indexed once (indexItems) and the
+ * categories asked (askedCategories): visitSummary's part for one coverage, for a caller that
+ * also reads the index (the narrative's tables).
+ */
+export function coverageSummary(
+  cer: CoverageEligibilityResponse,
+  insurance: Insurance,
+  categories: readonly ServiceCategory[],
+  index: readonly IndexedItem[],
+  withNotes: boolean,
+): VisitSummary {
+  const coverage = coverageOf(cer, insurance);
+  const payor = coverage?.payor[0];
+  const summary: VisitSummary = { lines: categories.map((category) => lineOf(index, category, withNotes)) };
+  const payer = payor?.display ?? payor?.identifier?.value;
+  if (payer) summary.payer = payer;
+  const plan = coverage?.class?.find((c) => c.type.coding?.some((k) => k.code === 'plan'))?.value;
+  if (plan) summary.plan = plan;
+  return summary;
 }
 
 const HEADING = 'What to collect';

@@ -119,9 +119,11 @@ export function categoryByCode(code: string | undefined): ServiceCategory | unde
   return code === undefined ? undefined : table.categories.find((c) => c.code === code);
 }
 
-/** The categories the visit summary shows when the request asks none. */
-export function usualCategories(): ServiceCategory[] {
-  return table.usualForVisit.map((code) => categoryByCode(code) ?? other);
+const usual: readonly ServiceCategory[] = table.usualForVisit.map((code) => categoryByCode(code) ?? other);
+
+/** The categories the visit summary shows when the request asks none (read once from the table). */
+export function usualCategories(): readonly ServiceCategory[] {
+  return usual;
 }
 
 /** The portal's benefit blocks (copay_details_to_fill names), in the order the narrative shows them. */

@@ -16,6 +16,8 @@ const XML_SPECIALS = /[&<>"']/g;
 
 /** Text as XML character data or an attribute value: the five XML specials escaped, nothing else. */
 export function escapeXml(text: string): string {
-  // Most text has none of them: tested first, replaced only when needed.
-  return XML_SPECIAL.test(text) ? text.replace(XML_SPECIALS, (c) => XML_ESCAPES[c] ?? c) : text;
+  // Most text has none of them: tested first, replaced only when needed; an empty cell (a third
+  // of a benefits table's) is not tested at all.
+  if (text.length === 0 || !XML_SPECIAL.test(text)) return text;
+  return text.replace(XML_SPECIALS, (c) => XML_ESCAPES[c] ?? c);
 }
