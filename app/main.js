@@ -64,10 +64,11 @@ function openAnswer(path) {
 
 /**
  * A link from a CDS Hooks card (`/app/#answer=<CER id>`, docs/cds-hooks.md) opens that answer once
- * signed in; the id is only ever used as a path segment of this service's own FHIR API.
+ * signed in; the id is only ever used as a path segment of this service's own FHIR API. `.` and
+ * `..` are not ids: the browser resolves them as dot segments (a search, or /fhir/ itself).
  */
 function openLinkedAnswer() {
-  const match = /^#answer=([A-Za-z0-9\-.]{1,64})$/.exec(window.location.hash);
+  const match = /^#answer=(?!\.\.?$)([A-Za-z0-9\-.]{1,64})$/.exec(window.location.hash);
   if (!match) return;
   window.history.replaceState(null, '', window.location.pathname);
   void follow(`/fhir/CoverageEligibilityResponse/${match[1]}`, null);
