@@ -71,6 +71,7 @@ function openLinkedAnswer() {
   const match = /^#answer=(?!\.\.?$)([A-Za-z0-9\-.]{1,64})$/.exec(window.location.hash);
   if (!match) return;
   window.history.replaceState(null, '', window.location.pathname);
+  stopPolling();
   void follow(`/fhir/CoverageEligibilityResponse/${match[1]}`, null);
 }
 
@@ -522,6 +523,11 @@ function start() {
   });
   $('recent-outcome').addEventListener('change', () => void loadRecent());
   $('operator-refresh').addEventListener('click', () => void loadOperator());
+  // A link followed in a tab where the page is already open only changes the hash: open it too
+  // (signed out, sign-in opens it).
+  window.addEventListener('hashchange', () => {
+    if (session.key) openLinkedAnswer();
+  });
   if (session.key) {
     void signIn(session.key).then((error) => {
       if (error) signOut();

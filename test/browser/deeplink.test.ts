@@ -178,13 +178,11 @@ describe('the deep link /app/#answer=<id>', () => {
     expect(id).not.toBe(eligibleId);
 
     // The card's origin is PUBLIC_BASE_URL (localhost): the key is kept per origin, so sign in
-    // there first; then the link, loaded in that tab, opens the answer with the key it keeps. (Via
-    // about:blank: from /app/ itself only the hash would change, a same-document navigation, and
-    // main.js reads the hash at sign-in only: it has no hashchange handler.)
+    // there first; then the link, followed in that tab where the page is open (only the hash
+    // changes, a same-document navigation), opens the answer with the key it keeps.
     const origin = new URL(link.url).origin;
     const { page, urls } = await open(origin, { width: 360, height: 780 });
     await openAndSignIn(page, `${origin}/app/`);
-    await page.goto('about:blank');
     await page.goto(link.url);
     const text = await expectEligibleResult(page);
     expect(text.match(/\beligible\b/gi)?.length).toBe(1);
