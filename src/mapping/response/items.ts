@@ -67,7 +67,7 @@ const CURRENCY_ALIASES: Readonly<Record<string, string>> = { DHS: 'AED', DH: 'AE
 function currencyOf(raw: string | null | undefined): string | null {
   const text = fhirText(raw);
   if (text === undefined) return DEFAULT_CURRENCY;
-  const code = text.trim().toUpperCase();
+  const code = text.toUpperCase(); // fhirText has trimmed it
   const alias = CURRENCY_ALIASES[code];
   if (alias) return alias;
   return ISO_4217.has(code) ? code : null;
@@ -92,8 +92,7 @@ function textBenefit(type: Coding, raw: Loose): Benefit | undefined {
  * Every figure of a cost share as a benefit. Each figure has a type of its own (TYPES, eight
  * distinct codes), so no two benefits of one cost share can be identical: nothing to de-duplicate.
  */
-export function benefitsOf(figures: Figures): Benefit[] {
-  const currency = currencyOf(figures.currency);
+export function benefitsOf(figures: Figures, currency = currencyOf(figures.currency)): Benefit[] {
   return [
     percentBenefit(TYPES.percent, figures.percent),
     moneyBenefit(TYPES.amount, figures.amount, currency),
@@ -106,12 +105,17 @@ export function benefitsOf(figures: Figures): Benefit[] {
   ].filter((b): b is Benefit => b !== undefined);
 }
 
-function descriptionOf(share: CostShare, gpReferral: boolean | undefined): string | undefined {
+/** `currency` is currencyOf(share.figures.currency), read once per item by itemOf. */
+function descriptionOf(
+  share: CostShare,
+  gpReferral: boolean | undefined,
+  currency: string | null,
+): string | undefined {
   const parts = [...share.notes];
   const status = fhirText(share.coverageStatus);
   if (status && excludedFrom(status) === undefined) parts.push(`Coverage status: ${status}`);
-  const currency = fhirText(share.figures.currency);
-  if (currency && currencyOf(currency) === null) parts.push(`Currency as given: ${currency}`);
+  // null only for a currency given as text that is no ISO 4217 code (absent is AED).
+  if (currency === null) parts.push(`Currency as given: ${fhirText(share.figures.currency) ?? ''}`);
   if (share.referralGated && gpReferral === true)
     parts.push('A GP referral is required for specialist visits');
   return parts.length > 0 ? parts.join('; ') : undefined;
@@ -127,7 +131,8 @@ export function itemOf(share: CostShare, gpReferral: boolean | undefined): Item 
   if (excluded !== undefined) item.excluded = excluded;
   const name = fhirText(share.name);
   if (name) item.name = name;
-  const description = descriptionOf(share, gpReferral);
+  const currency = currencyOf(share.figures.currency);
+  const description = descriptionOf(share, gpReferral, currency);
   if (description) item.description = description;
   const network = networkConcept(share.network);
   if (network) item.network = network;
@@ -135,7 +140,7 @@ export function itemOf(share: CostShare, gpReferral: boolean | undefined): Item 
   item.unit = concept([coding(BENEFIT_UNIT_SYSTEM, 'individual', 'Individual')]);
   const term = termConcept(share.term);
   if (term) item.term = term;
-  const benefits = benefitsOf(share.figures);
+  const benefits = benefitsOf(share.figures, currency);
   if (benefits.length > 0) item.benefit = benefits;
   if (share.referralGated && gpReferral !== undefined) {
     item.authorizationRequired = gpReferral;
