@@ -129,8 +129,7 @@ export function itemOf(share: CostShare, gpReferral: boolean | undefined): Item 
   };
   const excluded = excludedFrom(share.coverageStatus);
   if (excluded !== undefined) item.excluded = excluded;
-  const name = fhirText(share.name);
-  if (name) item.name = name;
+  if (share.name) item.name = share.name; // FHIR text already (cost-shares.ts)
   const currency = currencyOf(share.figures.currency);
   const description = descriptionOf(share, gpReferral, currency);
   if (description) item.description = description;

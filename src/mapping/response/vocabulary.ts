@@ -181,11 +181,14 @@ export function blockRule(name: string): { category?: ServiceCategory; referralG
   };
 }
 
-/** item.category: ex-benefitcategory where one exists, always our own code, text = the portal's label. */
+/**
+ * item.category: ex-benefitcategory where one exists, always our own code, text = the portal's
+ * label (`label` is FHIR text already: CostShare.label), else the category's display.
+ */
 export function categoryConcept(category: ServiceCategory, label: string | undefined): CodeableConcept {
   const codings = [coding(SERVICE_CATEGORY_SYSTEM, category.code, category.display)];
   if (category.benefitCategory) codings.unshift(coding(BENEFIT_CATEGORY_SYSTEM, category.benefitCategory));
-  return concept(codings, fhirText(label) ?? category.display);
+  return concept(codings, label ?? category.display);
 }
 
 /** item.network: in/out of http://terminology.hl7.org/CodeSystem/benefit-network, else the label as text. */
