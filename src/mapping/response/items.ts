@@ -121,8 +121,16 @@ function descriptionOf(
   return parts.length > 0 ? parts.join('; ') : undefined;
 }
 
-/** One item. `gpReferral` is is_gatekeeper read through the table (undefined when the portal did not say). */
-export function itemOf(share: CostShare, gpReferral: boolean | undefined): Item {
+/**
+ * One item. `gpReferral` is is_gatekeeper read through the table (undefined when the portal did
+ * not say); `currency` and `benefits` are the share's, read by itemsOf before it builds the item.
+ */
+export function itemOf(
+  share: CostShare,
+  gpReferral: boolean | undefined,
+  currency: string | null,
+  benefits: Benefit[],
+): Item {
   const item: Item = {
     extension: [{ url: BENEFIT_SOURCE, valueString: share.source }],
     category: categoryConcept(share.category, share.label),
@@ -130,7 +138,6 @@ export function itemOf(share: CostShare, gpReferral: boolean | undefined): Item 
   const excluded = excludedFrom(share.coverageStatus);
   if (excluded !== undefined) item.excluded = excluded;
   if (share.name) item.name = share.name; // FHIR text already (cost-shares.ts)
-  const currency = currencyOf(share.figures.currency);
   const description = descriptionOf(share, gpReferral, currency);
   if (description) item.description = description;
   const network = networkConcept(share.network);
@@ -139,7 +146,6 @@ export function itemOf(share: CostShare, gpReferral: boolean | undefined): Item 
   item.unit = concept([coding(BENEFIT_UNIT_SYSTEM, 'individual', 'Individual')]);
   const term = termConcept(share.term);
   if (term) item.term = term;
-  const benefits = benefitsOf(share.figures, currency);
   if (benefits.length > 0) item.benefit = benefits;
   if (share.referralGated && gpReferral !== undefined) {
     item.authorizationRequired = gpReferral;
@@ -180,26 +186,28 @@ function sameBenefit(a: Benefit, b: Benefit): boolean {
 }
 
 /** True when `extra` adds no benefit that `base` lacks (a cost_sharing block repeating its entry). */
-function addsNothing(base: Item, extra: Item): boolean {
+function addsNothing(base: Item, extra: Benefit[]): boolean {
   const known = base.benefit ?? [];
-  return (extra.benefit ?? []).every((b) => known.some((k) => sameBenefit(k, b)));
+  return extra.every((b) => known.some((k) => sameBenefit(k, b)));
 }
 
 /** Items of all cost shares; a copay_details cost_sharing block that repeats its entry is dropped. */
 export function itemsOf(shares: CostShare[], gpReferral: boolean | undefined): Item[] {
   const items: Item[] = [];
   for (const share of shares) {
-    const item = itemOf(share, gpReferral);
+    // The benefits first: a block that repeats its entry is dropped before the rest of its item is built.
+    const currency = currencyOf(share.figures.currency);
+    const benefits = benefitsOf(share.figures, currency);
     const previous = items[items.length - 1];
     if (
       previous &&
       share.source.endsWith(NESTED) &&
       sourceOf(previous) === share.source.slice(0, -NESTED.length) &&
-      addsNothing(previous, item)
+      addsNothing(previous, benefits)
     ) {
       continue;
     }
-    items.push(item);
+    items.push(itemOf(share, gpReferral, currency, benefits));
   }
   return items;
 }
