@@ -51,11 +51,14 @@ export interface CostShare {
  * with fhirText, so a label read once is not read again for every name. A loop: this runs for every item.
  */
 function joinTexts(...texts: (string | undefined)[]): string | undefined {
-  const unique: string[] = [];
-  for (const text of texts) {
-    if (text !== undefined && !unique.includes(text)) unique.push(text);
+  let joined: string | undefined;
+  for (let i = 0; i < texts.length; i += 1) {
+    const text = texts[i];
+    // Absent, or given by an earlier part: left out.
+    if (text === undefined || texts.indexOf(text) < i) continue;
+    joined = joined === undefined ? text : `${joined} - ${text}`;
   }
-  return unique.length > 0 ? unique.join(' - ') : undefined;
+  return joined;
 }
 
 /**
