@@ -186,8 +186,10 @@ export function blockRule(name: string): { category?: ServiceCategory; referralG
  * label (`label` is FHIR text already: CostShare.label), else the category's display.
  */
 export function categoryConcept(category: ServiceCategory, label: string | undefined): CodeableConcept {
-  const codings = [coding(SERVICE_CATEGORY_SYSTEM, category.code, category.display)];
-  if (category.benefitCategory) codings.unshift(coding(BENEFIT_CATEGORY_SYSTEM, category.benefitCategory));
+  const own = coding(SERVICE_CATEGORY_SYSTEM, category.code, category.display);
+  const codings = category.benefitCategory
+    ? [coding(BENEFIT_CATEGORY_SYSTEM, category.benefitCategory), own]
+    : [own];
   return concept(codings, label ?? category.display);
 }
 
