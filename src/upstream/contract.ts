@@ -392,6 +392,8 @@ export interface UpstreamTaskRequest {
 
 /** A number with nothing around it: digits, optionally signed and with a decimal part. */
 const PLAIN_NUMBER = /^-?\d+(\.\d+)?$/;
+/** The same without a sign: a percentage is never negative. */
+const PLAIN_PERCENT = /^\d+(\.\d+)?$/;
 
 /**
  * Parse a number the upstream may send as a string ("20%", "12.5", "AED 1,500"); null when absent
@@ -421,6 +423,8 @@ export function parseLooseNumber(value: unknown): number | null {
 export function parsePercent(value: unknown): number | null {
   if (typeof value === 'number') return Number.isFinite(value) ? value : null;
   if (typeof value !== 'string') return null;
+  // Plain digits ("20", "12.5"), the usual copay, are read without a match and its capture.
+  if (PLAIN_PERCENT.test(value)) return Number(value);
   const match = /^\s*(\d+(?:\.\d+)?)\s*%?\s*$/.exec(value);
   return match?.[1] === undefined ? null : Number(match[1]);
 }
