@@ -390,6 +390,11 @@ export interface UpstreamTaskRequest {
   };
 }
 
+/** A number with nothing around it: digits, optionally signed and with a decimal part. */
+const PLAIN_NUMBER = /^-?\d+(\.\d+)?$/;
+/** The same without a sign: a percentage is never negative. */
+const PLAIN_PERCENT = /^\d+(\.\d+)?$/;
+
 /**
  * Parse a number the upstream may send as a string ("20%", "12.5", "AED 1,500"); null when absent
  * or not plainly a number. A comma is read only as a thousands separator ("1,500"): "12,5" may be
@@ -398,11 +403,14 @@ export interface UpstreamTaskRequest {
 export function parseLooseNumber(value: unknown): number | null {
   if (typeof value === 'number') return Number.isFinite(value) ? value : null;
   if (typeof value !== 'string') return null;
+  // Most figures are plain digits ("0", "50", "12.5"): read at once, without trimming and the
+  // two replacements below (this runs for every figure of every item).
+  if (PLAIN_NUMBER.test(value)) return Number(value);
   const cleaned = value
     .trim()
     .replace(/^AED\s*/i, '')
     .replace(/\s*(AED|%)$/i, '');
-  if (/^-?\d+(\.\d+)?$/.test(cleaned)) return Number(cleaned);
+  if (PLAIN_NUMBER.test(cleaned)) return Number(cleaned);
   if (/^-?\d{1,3}(,\d{3})+(\.\d+)?$/.test(cleaned)) return Number(cleaned.replace(/,/g, ''));
   return null;
 }
@@ -415,6 +423,8 @@ export function parseLooseNumber(value: unknown): number | null {
 export function parsePercent(value: unknown): number | null {
   if (typeof value === 'number') return Number.isFinite(value) ? value : null;
   if (typeof value !== 'string') return null;
+  // Plain digits ("20", "12.5"), the usual copay, are read without a match and its capture.
+  if (PLAIN_PERCENT.test(value)) return Number(value);
   const match = /^\s*(\d+(?:\.\d+)?)\s*%?\s*$/.exec(value);
   return match?.[1] === undefined ? null : Number(match[1]);
 }

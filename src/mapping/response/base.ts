@@ -51,11 +51,13 @@ export function dispositionOf(sentences: (string | undefined)[]): string | undef
 
 /** Portal warnings as disposition sentences: each verbatim in quotes, with its type. */
 export function warningSentences(warnings: WarningEntry[]): string[] {
-  return warnings.flatMap((w) => {
+  // A loop that pushes, not flatMap and an array per warning: this runs on every mapping.
+  const sentences: string[] = [];
+  for (const w of warnings) {
     const message = fhirText(w.message);
-    if (!message) return [];
-    return [`Payer portal ${messageTypeOf(w)}: "${message}"`];
-  });
+    if (message) sentences.push(`Payer portal ${messageTypeOf(w)}: "${message}"`);
+  }
+  return sentences;
 }
 
 /**

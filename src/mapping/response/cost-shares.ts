@@ -32,10 +32,11 @@ export interface Figures {
 export interface CostShare {
   /** Where in data_dump.data this came from, e.g. copay_analysis.copay_details[2]. */
   source: string;
-  /** The portal's label for the category. */
+  /** The portal's label for the category, as FHIR text (fhirText). */
   label: string | undefined;
   category: ServiceCategory;
   referralGated: boolean;
+  /** As FHIR text (joinTexts of FHIR texts). */
   name: string | undefined;
   coverageStatus: string | null | undefined;
   network: string | null | undefined;
@@ -45,14 +46,19 @@ export interface CostShare {
   notes: string[];
 }
 
-/** The present parts, each once, joined with " - "; undefined when none. A loop: this runs for every item. */
-function joinName(...parts: (string | null | undefined)[]): string | undefined {
-  const unique: string[] = [];
-  for (const part of parts) {
-    const text = fhirText(part);
-    if (text !== undefined && !unique.includes(text)) unique.push(text);
+/**
+ * The present texts, each once, joined with " - "; undefined when none. The callers read each part
+ * with fhirText, so a label read once is not read again for every name. A loop: this runs for every item.
+ */
+function joinTexts(...texts: (string | undefined)[]): string | undefined {
+  let joined: string | undefined;
+  for (let i = 0; i < texts.length; i += 1) {
+    const text = texts[i];
+    // Absent, or given by an earlier part: left out.
+    if (text === undefined || texts.indexOf(text) < i) continue;
+    joined = joined === undefined ? text : `${joined} - ${text}`;
   }
-  return unique.length > 0 ? unique.join(' - ') : undefined;
+  return joined;
 }
 
 /**
@@ -135,7 +141,11 @@ export function fromCopayDetails(details: CopayDetail[]): CostShare[] {
       share({
         source,
         label,
-        name: joinName(label, d.visit_setting ?? d.scope?.visit_setting, d.scope?.location),
+        name: joinTexts(
+          label,
+          fhirText(d.visit_setting ?? d.scope?.visit_setting),
+          fhirText(d.scope?.location),
+        ),
         coverageStatus,
         network,
         term: d.copay_max_scope,
@@ -156,7 +166,7 @@ export function fromCopayDetails(details: CopayDetail[]): CostShare[] {
       share({
         source: `${source}.cost_sharing`,
         label,
-        name: joinName(label, c.visit_type, c.visit_setting),
+        name: joinTexts(label, fhirText(c.visit_type), fhirText(c.visit_setting)),
         coverageStatus,
         network,
         term: c.copay_maximum_scope,
@@ -173,8 +183,10 @@ export function fromBenefits(benefits: BenefitEntry[]): CostShare[] {
   const shares: CostShare[] = [];
   benefits.forEach((b, i) => {
     const source = `copay_analysis.new_version_of_copay_analysis.benefits[${i}]`;
-    const label = fhirText(b.service_category_original) ?? fhirText(b.service_category_standardized);
-    const category = categoryFor(joinName(b.service_category_standardized, b.service_category_original));
+    const standardized = fhirText(b.service_category_standardized);
+    const original = fhirText(b.service_category_original);
+    const label = original ?? standardized;
+    const category = categoryFor(joinTexts(standardized, original));
     const notes = [
       fhirText(b.remarks),
       describe('Conditions', b.conditions),
@@ -204,7 +216,7 @@ export function fromBenefits(benefits: BenefitEntry[]): CostShare[] {
           source: `${source}.cost_sharing[${j}]`,
           label,
           category,
-          name: joinName(label, c.visit_type, c.visit_setting),
+          name: joinTexts(label, fhirText(c.visit_type), fhirText(c.visit_setting)),
           coverageStatus,
           network: undefined,
           term: c.copay_maximum_scope,
@@ -222,6 +234,7 @@ export function fromValuesToFill(blocks: CopayToFill[]): CostShare[] {
   const shares: CostShare[] = [];
   blocks.forEach((block, i) => {
     const rule = blockRule(block.name);
+    const blockName = fhirText(block.name);
     const network = block.primary_network?.network ?? block.primary_network?.network_status;
     for (const [key, v] of Object.entries(block.values_to_fill ?? {})) {
       const notes = v._is_outpatient_fallback
@@ -229,13 +242,14 @@ export function fromValuesToFill(blocks: CopayToFill[]): CostShare[] {
         : [];
       // A copay of "Not Covered" is a coverage status, not a figure: it makes the item excluded.
       const copayIsStatus = excludedFrom(v.copay) !== undefined;
+      const label = fhirText(key);
       shares.push(
         share({
           source: `copay_details_to_fill[${i}].values_to_fill.${key}`,
-          label: key,
+          label,
           category: rule.category ?? categoryFor(key),
           gated: rule.referralGated,
-          name: joinName(block.name, key),
+          name: joinTexts(blockName, label),
           coverageStatus: copayIsStatus ? v.copay : undefined,
           network,
           term: undefined,

@@ -5,14 +5,27 @@
  */
 import type { Period } from 'fhir/r4.js';
 
-/** True for a YYYY-MM-DD string that names a real calendar day. */
+/** Days of each month in a common year. */
+const DAYS_IN_MONTH = [31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31];
+
+/** Gregorian leap years (as JavaScript's Date counts them, back to year 1000 and beyond). */
+function isLeapYear(y: number): boolean {
+  return y % 4 === 0 && (y % 100 !== 0 || y % 400 === 0);
+}
+
+/**
+ * True for a YYYY-MM-DD string that names a real calendar day. Checked by the month's length,
+ * without building a Date (this runs for every date of every mapping).
+ */
 export function isCalendarDate(value: string): boolean {
   const match = /^(\d{4})-(\d{2})-(\d{2})$/.exec(value);
   if (!match) return false;
-  const [y, m, d] = [Number(match[1]), Number(match[2]), Number(match[3])];
-  if (y < 1000) return false;
-  const date = new Date(Date.UTC(y, m - 1, d));
-  return date.getUTCFullYear() === y && date.getUTCMonth() === m - 1 && date.getUTCDate() === d;
+  const y = Number(match[1]);
+  const m = Number(match[2]);
+  const d = Number(match[3]);
+  if (y < 1000 || m < 1 || m > 12 || d < 1) return false;
+  const days = m === 2 && isLeapYear(y) ? 29 : (DAYS_IN_MONTH[m - 1] ?? 0);
+  return d <= days;
 }
 
 /** A FHIR date from YYYY-MM-DD (a time part is dropped) or DD/MM/YYYY / DD-MM-YYYY; undefined otherwise. */

@@ -67,7 +67,7 @@ const CURRENCY_ALIASES: Readonly<Record<string, string>> = { DHS: 'AED', DH: 'AE
 function currencyOf(raw: string | null | undefined): string | null {
   const text = fhirText(raw);
   if (text === undefined) return DEFAULT_CURRENCY;
-  const code = text.trim().toUpperCase();
+  const code = text.toUpperCase(); // fhirText has trimmed it
   const alias = CURRENCY_ALIASES[code];
   if (alias) return alias;
   return ISO_4217.has(code) ? code : null;
@@ -92,8 +92,7 @@ function textBenefit(type: Coding, raw: Loose): Benefit | undefined {
  * Every figure of a cost share as a benefit. Each figure has a type of its own (TYPES, eight
  * distinct codes), so no two benefits of one cost share can be identical: nothing to de-duplicate.
  */
-export function benefitsOf(figures: Figures): Benefit[] {
-  const currency = currencyOf(figures.currency);
+export function benefitsOf(figures: Figures, currency = currencyOf(figures.currency)): Benefit[] {
   return [
     percentBenefit(TYPES.percent, figures.percent),
     moneyBenefit(TYPES.amount, figures.amount, currency),
@@ -106,28 +105,40 @@ export function benefitsOf(figures: Figures): Benefit[] {
   ].filter((b): b is Benefit => b !== undefined);
 }
 
-function descriptionOf(share: CostShare, gpReferral: boolean | undefined): string | undefined {
+/** `currency` is currencyOf(share.figures.currency), read once per item by itemOf. */
+function descriptionOf(
+  share: CostShare,
+  gpReferral: boolean | undefined,
+  currency: string | null,
+): string | undefined {
   const parts = [...share.notes];
   const status = fhirText(share.coverageStatus);
   if (status && excludedFrom(status) === undefined) parts.push(`Coverage status: ${status}`);
-  const currency = fhirText(share.figures.currency);
-  if (currency && currencyOf(currency) === null) parts.push(`Currency as given: ${currency}`);
+  // null only for a currency given as text that is no ISO 4217 code (absent is AED).
+  if (currency === null) parts.push(`Currency as given: ${fhirText(share.figures.currency) ?? ''}`);
   if (share.referralGated && gpReferral === true)
     parts.push('A GP referral is required for specialist visits');
   return parts.length > 0 ? parts.join('; ') : undefined;
 }
 
-/** One item. `gpReferral` is is_gatekeeper read through the table (undefined when the portal did not say). */
-export function itemOf(share: CostShare, gpReferral: boolean | undefined): Item {
+/**
+ * One item. `gpReferral` is is_gatekeeper read through the table (undefined when the portal did
+ * not say); `currency` and `benefits` are the share's, read by itemsOf before it builds the item.
+ */
+export function itemOf(
+  share: CostShare,
+  gpReferral: boolean | undefined,
+  currency: string | null,
+  benefits: Benefit[],
+): Item {
   const item: Item = {
     extension: [{ url: BENEFIT_SOURCE, valueString: share.source }],
     category: categoryConcept(share.category, share.label),
   };
   const excluded = excludedFrom(share.coverageStatus);
   if (excluded !== undefined) item.excluded = excluded;
-  const name = fhirText(share.name);
-  if (name) item.name = name;
-  const description = descriptionOf(share, gpReferral);
+  if (share.name) item.name = share.name; // FHIR text already (cost-shares.ts)
+  const description = descriptionOf(share, gpReferral, currency);
   if (description) item.description = description;
   const network = networkConcept(share.network);
   if (network) item.network = network;
@@ -135,7 +146,6 @@ export function itemOf(share: CostShare, gpReferral: boolean | undefined): Item 
   item.unit = concept([coding(BENEFIT_UNIT_SYSTEM, 'individual', 'Individual')]);
   const term = termConcept(share.term);
   if (term) item.term = term;
-  const benefits = benefitsOf(share.figures);
   if (benefits.length > 0) item.benefit = benefits;
   if (share.referralGated && gpReferral !== undefined) {
     item.authorizationRequired = gpReferral;
@@ -176,26 +186,28 @@ function sameBenefit(a: Benefit, b: Benefit): boolean {
 }
 
 /** True when `extra` adds no benefit that `base` lacks (a cost_sharing block repeating its entry). */
-function addsNothing(base: Item, extra: Item): boolean {
+function addsNothing(base: Item, extra: Benefit[]): boolean {
   const known = base.benefit ?? [];
-  return (extra.benefit ?? []).every((b) => known.some((k) => sameBenefit(k, b)));
+  return extra.every((b) => known.some((k) => sameBenefit(k, b)));
 }
 
 /** Items of all cost shares; a copay_details cost_sharing block that repeats its entry is dropped. */
 export function itemsOf(shares: CostShare[], gpReferral: boolean | undefined): Item[] {
   const items: Item[] = [];
   for (const share of shares) {
-    const item = itemOf(share, gpReferral);
+    // The benefits first: a block that repeats its entry is dropped before the rest of its item is built.
+    const currency = currencyOf(share.figures.currency);
+    const benefits = benefitsOf(share.figures, currency);
     const previous = items[items.length - 1];
     if (
       previous &&
       share.source.endsWith(NESTED) &&
       sourceOf(previous) === share.source.slice(0, -NESTED.length) &&
-      addsNothing(previous, item)
+      addsNothing(previous, benefits)
     ) {
       continue;
     }
-    items.push(item);
+    items.push(itemOf(share, gpReferral, currency, benefits));
   }
   return items;
 }

@@ -92,18 +92,26 @@ function containsPhrase(normalized: string, phrase: string): boolean {
   return ` ${normalized} `.includes(` ${normalizeLabel(phrase)} `);
 }
 
-/** Each phrase list of the table as a set of normalized phrases, built once. */
-const normalizedLists = new WeakMap<string[], ReadonlySet<string>>();
+/** A phrase list of the table as a set of normalized phrases (built once, at load). */
+function phraseSet(list: string[]): ReadonlySet<string> {
+  return new Set(list.map(normalizeLabel));
+}
 
-function inList(value: string | null | undefined, list: string[]): boolean {
+function inList(value: string | null | undefined, set: ReadonlySet<string>): boolean {
   if (!value) return false;
-  let set = normalizedLists.get(list);
-  if (!set) {
-    set = new Set(list.map(normalizeLabel));
-    normalizedLists.set(list, set);
-  }
   return set.has(normalizeLabel(value));
 }
+
+/** The table's phrase lists, normalized at load: read for the network, term and status of every item. */
+const PHRASES = {
+  networkIn: phraseSet(table.networks.in),
+  networkOut: phraseSet(table.networks.out),
+  excluded: phraseSet(table.coverageStatus.excluded),
+  covered: phraseSet(table.coverageStatus.covered),
+  gatekeeperRequired: phraseSet(table.gatekeeper.required),
+  gatekeeperNotRequired: phraseSet(table.gatekeeper.notRequired),
+  terms: Object.entries(table.terms).map(([code, list]) => [code, phraseSet(list)] as const),
+};
 
 const other = table.categories.find((c) => c.code === 'other') as ServiceCategory;
 
@@ -175,20 +183,25 @@ export function blockRule(name: string): { category?: ServiceCategory; referralG
   };
 }
 
-/** item.category: ex-benefitcategory where one exists, always our own code, text = the portal's label. */
+/**
+ * item.category: ex-benefitcategory where one exists, always our own code, text = the portal's
+ * label (`label` is FHIR text already: CostShare.label), else the category's display.
+ */
 export function categoryConcept(category: ServiceCategory, label: string | undefined): CodeableConcept {
-  const codings = [coding(SERVICE_CATEGORY_SYSTEM, category.code, category.display)];
-  if (category.benefitCategory) codings.unshift(coding(BENEFIT_CATEGORY_SYSTEM, category.benefitCategory));
-  return concept(codings, fhirText(label) ?? category.display);
+  const own = coding(SERVICE_CATEGORY_SYSTEM, category.code, category.display);
+  const codings = category.benefitCategory
+    ? [coding(BENEFIT_CATEGORY_SYSTEM, category.benefitCategory), own]
+    : [own];
+  return concept(codings, label ?? category.display);
 }
 
 /** item.network: in/out of http://terminology.hl7.org/CodeSystem/benefit-network, else the label as text. */
 export function networkConcept(label: string | null | undefined): CodeableConcept | undefined {
   const text = fhirText(label);
   if (!text) return undefined;
-  if (inList(text, table.networks.in))
+  if (inList(text, PHRASES.networkIn))
     return concept([coding(BENEFIT_NETWORK_SYSTEM, 'in', 'In Network')], text);
-  if (inList(text, table.networks.out))
+  if (inList(text, PHRASES.networkOut))
     return concept([coding(BENEFIT_NETWORK_SYSTEM, 'out', 'Out of Network')], text);
   return concept([], text);
 }
@@ -197,22 +210,22 @@ export function networkConcept(label: string | null | undefined): CodeableConcep
 export function termConcept(scope: string | null | undefined): CodeableConcept | undefined {
   const text = fhirText(scope);
   if (!text) return undefined;
-  for (const [code, list] of Object.entries(table.terms)) {
-    if (inList(text, list)) return concept([coding(BENEFIT_TERM_SYSTEM, code)], text);
+  for (const [code, phrases] of PHRASES.terms) {
+    if (inList(text, phrases)) return concept([coding(BENEFIT_TERM_SYSTEM, code)], text);
   }
   return concept([], text);
 }
 
 /** item.excluded from coverage_status: true for Not Covered, false for Covered, else unknown. */
 export function excludedFrom(status: string | null | undefined): boolean | undefined {
-  if (inList(status, table.coverageStatus.excluded)) return true;
-  if (inList(status, table.coverageStatus.covered)) return false;
+  if (inList(status, PHRASES.excluded)) return true;
+  if (inList(status, PHRASES.covered)) return false;
   return undefined;
 }
 
 /** is_gatekeeper read through the table: true (GP referral required), false, or unknown ("Not Mentioned"). */
 export function gatekeeperRequired(value: string | null | undefined): boolean | undefined {
-  if (inList(value, table.gatekeeper.required)) return true;
-  if (inList(value, table.gatekeeper.notRequired)) return false;
+  if (inList(value, PHRASES.gatekeeperRequired)) return true;
+  if (inList(value, PHRASES.gatekeeperNotRequired)) return false;
   return undefined;
 }
