@@ -45,8 +45,13 @@ export const EXTENSION_IDS = [
 ] as const;
 export type ExtensionId = (typeof EXTENSION_IDS)[number];
 
+/** Each extension's URL, built once: every CER names them, and readers compare them. */
+const EXTENSION_URLS = Object.fromEntries(
+  EXTENSION_IDS.map((id) => [id, canonical('StructureDefinition', id)]),
+) as Record<ExtensionId, string>;
+
 export function extensionUrl(id: ExtensionId): string {
-  return canonical('StructureDefinition', id);
+  return EXTENSION_URLS[id];
 }
 
 /** Characters a FHIR string may not hold (https://hl7.org/fhir/R4/datatypes.html#string). */

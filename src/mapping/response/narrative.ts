@@ -27,6 +27,7 @@ import type {
   Extension,
   Narrative,
 } from 'fhir/r4.js';
+import type { ExtensionId } from './codes.js';
 import { SERVICE_CATEGORY_SYSTEM, extensionUrl } from './codes.js';
 import { benefitsByType } from './benefit-model.js';
 import type { IndexedItem, VisitSummary } from './visit-summary.js';
@@ -67,27 +68,13 @@ function subText(ext: Extension | undefined, url: string): string | undefined {
   return undefined;
 }
 
-/** The extensions the narrative reads. */
-const READ = [
-  'policy-details',
-  'gp-referral-required',
-  'multi-card',
-  'portal-message',
-  'portal-document',
-  'portal-screenshot',
-] as const;
-type ReadExtension = (typeof READ)[number];
-
-/** Their URLs, built once (not per call: the narrative runs on every mapping). */
-const URLS = Object.fromEntries(READ.map((id) => [id, extensionUrl(id)])) as Record<ReadExtension, string>;
-
-function extensionsOf(list: Extension[] | undefined, id: ReadExtension): Extension[] {
-  const url = URLS[id];
+function extensionsOf(list: Extension[] | undefined, id: ExtensionId): Extension[] {
+  const url = extensionUrl(id);
   return (list ?? []).filter((e) => e.url === url);
 }
 
-function firstExtension(list: Extension[] | undefined, id: ReadExtension): Extension | undefined {
-  const url = URLS[id];
+function firstExtension(list: Extension[] | undefined, id: ExtensionId): Extension | undefined {
+  const url = extensionUrl(id);
   return list?.find((e) => e.url === url);
 }
 

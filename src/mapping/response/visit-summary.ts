@@ -167,18 +167,40 @@ export function indexItems(items: readonly Item[]): IndexedItem[] {
   return index;
 }
 
+/**
+ * An item's rank as an answer to a category in the block its visit reads (lower is better), or -1
+ * when it does not answer it: by group, then the category's own code before a related one, then
+ * the answer's order.
+ */
+function rankFor(entry: IndexedItem, category: ServiceCategory, size: number): number {
+  const block = category.block ?? DEFAULT_BLOCK;
+  if (entry.code === undefined || (entry.block !== undefined && entry.block !== block)) return -1;
+  const related = entry.code === category.code ? 0 : category.alsoReads?.includes(entry.code) ? 1 : -1;
+  return related < 0 ? -1 : (entry.group * 2 + related) * size + entry.order;
+}
+
 /** The items that answer a category in the block its visit reads, best first. */
 function candidatesFor(index: readonly IndexedItem[], category: ServiceCategory): IndexedItem[] {
-  const block = category.block ?? DEFAULT_BLOCK;
   const matching: { entry: IndexedItem; rank: number }[] = [];
   for (const entry of index) {
-    if (entry.code === undefined || (entry.block !== undefined && entry.block !== block)) continue;
-    // By group, then the category's own code before a related one, then the answer's order.
-    const related = entry.code === category.code ? 0 : category.alsoReads?.includes(entry.code) ? 1 : -1;
-    if (related < 0) continue;
-    matching.push({ entry, rank: (entry.group * 2 + related) * index.length + entry.order });
+    const rank = rankFor(entry, category, index.length);
+    if (rank >= 0) matching.push({ entry, rank });
   }
   return matching.sort((a, b) => a.rank - b.rank).map((m) => m.entry);
+}
+
+/** The best of candidatesFor, found without sorting (the narrative needs no other). */
+function bestFor(index: readonly IndexedItem[], category: ServiceCategory): IndexedItem | undefined {
+  let best: IndexedItem | undefined;
+  let bestRank = Infinity;
+  for (const entry of index) {
+    const rank = rankFor(entry, category, index.length);
+    if (rank >= 0 && rank < bestRank) {
+      best = entry;
+      bestRank = rank;
+    }
+  }
+  return best;
 }
 
 /** The sentence's body for a rule. */
@@ -220,8 +242,9 @@ function figuresOf(model: BenefitModel | undefined): string {
 }
 
 function labelOf(category: ServiceCategory, block: string | undefined, network: string | undefined): string {
-  const where = [block, network].filter((p): p is string => p !== undefined);
-  return where.length > 0 ? `${category.display} (${where.join(', ')})` : category.display;
+  if (block === undefined && network === undefined) return category.display;
+  const where = block === undefined ? network : network === undefined ? block : `${block}, ${network}`;
+  return `${category.display} (${where})`;
 }
 
 function notesOf(rule: ShareRule, model: BenefitModel | undefined, label: string): string[] {
@@ -258,8 +281,9 @@ export function visitLineOf(items: readonly Item[], category: ServiceCategory): 
 }
 
 function lineOf(index: readonly IndexedItem[], category: ServiceCategory, withNotes = true): VisitLine {
-  const candidates = candidatesFor(index, category);
-  const best = candidates[0];
+  // With notes, every candidate (what the others say); without, only the best.
+  const candidates = withNotes ? candidatesFor(index, category) : undefined;
+  const best = candidates ? candidates[0] : bestFor(index, category);
   if (!best) {
     return {
       category,
@@ -285,7 +309,7 @@ function lineOf(index: readonly IndexedItem[], category: ServiceCategory, withNo
       `${label}: figures of the portal's ${block ? `${block} block` : 'answer'}${network ? `, network ${network}` : ''} (${chosen.name ?? sourceOf(chosen)}).`,
     );
   // What the other items of the category say, when it differs: the portal's answer is shown, not hidden.
-  if (withNotes) notes.push(...othersSay(candidates.slice(1), body, category));
+  if (candidates) notes.push(...othersSay(candidates.slice(1), body, category));
   const cap =
     model.yearlyCap && rule.kind !== 'not-covered' ? `; yearly cap on copays: ${model.yearlyCap}` : '';
   const line: VisitLine = { category, label, model, rule, sentence: `${label}: ${body}${cap}`, notes };
