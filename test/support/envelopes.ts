@@ -4,6 +4,7 @@
  * with a determination so that most cases reach the benefit mapping and the narrative.
  */
 import fc from 'fast-check';
+import { KNOWN_OUTCOMES } from '../../src/upstream/contract.js';
 
 const loose = fc.oneof(
   fc.constant(null),
@@ -147,17 +148,8 @@ const data = fc.record(
   },
   { requiredKeys: [] },
 );
-const resultStatus = fc.constantFrom(
-  'found',
-  'member_found',
-  'member_not_found',
-  'invalid_credentials',
-  'failed',
-  'error',
-  'backoff',
-  'tpa_not_configured',
-  'weird',
-);
+/** Every outcome the upstream names, and one it does not. */
+const resultStatus = fc.constantFrom<string>(...KNOWN_OUTCOMES, 'weird');
 const single = fc.record({
   task_id: fc.constant('task-prop'),
   status: fc.constantFrom('PROCESS_COMPLETE', 'FAILED', 'CANCELLED', 'NAVIGATING_WEBSITE', 'SOMETHING_NEW'),
