@@ -1,0 +1,138 @@
+/**
+ * The background work of one replica: the scheduler that steps every check (docs/architecture.md),
+ * the check service the routes call, the pre-visit re-checks (docs/previsit.md) and the delivery
+ * of subscription notifications (docs/notifications.md), wired so that a check turning final
+ * wakes the delivery at once.
+ */
+import type { Config, Tenant } from '../config.js';
+import type { Logger } from '../log.js';
+import type { Metrics } from '../metrics.js';
+import { PayerDurationBook } from '../checks/payer-durations.js';
+import { PrevisitWorker } from '../checks/previsit-worker.js';
+import { Scheduler } from '../checks/scheduler.js';
+import { CheckService } from '../checks/service.js';
+import { Slots } from '../checks/slots.js';
+import type { Store } from '../checks/store/appointment-store.js';
+import { DeliveryWorker } from '../notifications/worker.js';
+import type { UpstreamPort } from '../upstream/port.js';
+
+export interface Workers {
+  scheduler: Scheduler;
+  checks: CheckService;
+  previsit: PrevisitWorker;
+  notifications: DeliveryWorker;
+  start(): void;
+  stop(): Promise<void>;
+}
+
+export interface WorkerContext {
+  config: Config;
+  logger: Logger;
+  store: Store;
+  upstream: UpstreamPort;
+  metrics: Metrics;
+  /** This replica's identity for leases. */
+  owner: string;
+  baseUrl: string;
+  now: () => number;
+  /** True when a test injects the clock: "is it due" then reads it instead of the database's. */
+  injectedClock: boolean;
+}
+
+export function buildWorkers(context: WorkerContext): Workers {
+  const { config, logger, store, upstream, metrics, owner, baseUrl, now } = context;
+  const tenants = new Map<string, Tenant>(config.tenants.map((t) => [t.id, t]));
+  // Subscription notifications: woken when a check turns final, so delivery follows at once.
+  const notifications = new DeliveryWorker({
+    store,
+    logger,
+    owner,
+    now,
+    fhirBase: `${baseUrl}/fhir`,
+    retryMs: (config.subscriptionRetryMinutes ?? 60) * 60_000,
+    idleMs: 100,
+    concurrency: 32,
+    metrics: metrics.deliveries,
+  });
+  const onEvent: typeof metrics.onLifecycle = (event) => {
+    metrics.onLifecycle(event);
+    if (event.type === 'done') notifications.wake();
+  };
+  const scheduler = new Scheduler(
+    {
+      store,
+      upstream,
+      tenant: (id) => tenants.get(id),
+      logger,
+      owner,
+      now,
+      baseUrl,
+      pollIntervalMs: config.pollIntervalMs,
+      timeoutMs: (isSearchAll) => (isSearchAll ? config.searchAllTimeoutMs : config.checkTimeoutMs),
+      slowPollIntervalMs: Math.max(config.pollIntervalMs * 6, 30_000),
+      backoffGuardMs: 15 * 60_000,
+      createSlots: new Slots(10),
+      polling: {
+        settings: {
+          strategy: config.pollStrategy,
+          intervalMs: config.pollIntervalMs,
+          minGapMs: config.minPollGapMs,
+        },
+        durations: new PayerDurationBook(store),
+      },
+      onEvent,
+    },
+    {
+      leaseMs: config.leaseMs,
+      batchSize: 200,
+      // Steps wait for one of the upstream client's connections: 512 of them clear in a few
+      // seconds, far inside a lease, while rounds stay large enough to be cheap per check.
+      maxSteps: 512,
+      // Poll lateness is bounded below by this wait (bench/README.md, figure 3).
+      idleMs: Math.min(100, config.pollIntervalMs),
+      maxInFlight: (id) => tenants.get(id)?.maxInFlight ?? 1,
+    },
+    logger,
+  );
+  const checks = new CheckService(store, scheduler, {
+    baseUrl,
+    checkTimeoutMs: config.checkTimeoutMs,
+    searchAllTimeoutMs: config.searchAllTimeoutMs,
+    waitPollMs: 1000,
+    now,
+    // A check refused by an open payer guard is final at insert: its events are delivered at once.
+    onEvent,
+    previsitLeadMinutes: config.previsitLeadMinutes,
+    onPrevisit: metrics.onPrevisit,
+  });
+  const previsit = new PrevisitWorker({
+    store,
+    checks,
+    tenant: (id) => tenants.get(id),
+    logger,
+    owner,
+    // "Is it due" by the clock the replicas share (the database's), or a test's injected clock.
+    clock: context.injectedClock ? () => Promise.resolve(now()) : () => store.appointments.clock(),
+    leaseMs: config.leaseMs,
+    idleMs: 1000,
+    retryMs: Math.max(config.pollIntervalMs, 1000),
+    batchSize: 100,
+    onEvent: metrics.onPrevisit,
+  });
+  return {
+    scheduler,
+    checks,
+    previsit,
+    notifications,
+    start() {
+      scheduler.start();
+      notifications.start();
+      previsit.start();
+    },
+    async stop() {
+      await previsit.stop();
+      await scheduler.stop();
+      await notifications.stop();
+    },
+  };
+}
