@@ -3,7 +3,7 @@
  * polling (docs/polling.md, poll-schedule.ts) or, when fixed, a poll every POLL_INTERVAL_MS.
  */
 import type { OutcomeKey } from '../../mapping/response/index.js';
-import { outcomeKey } from '../../mapping/response/index.js';
+import { OUTCOME_KEYS, outcomeKey } from '../../mapping/response/index.js';
 import type { Envelope } from '../../upstream/contract.js';
 import { nextPollAt, parseUpstreamTime, quantile, taskDurations, trusted } from '../poll-schedule.js';
 import type { PollSettings } from '../poll-schedule.js';
@@ -76,14 +76,9 @@ export async function nextPoll(
  * ran to an answer. A refused login, a backoff, a failure or a missing configuration ends early
  * (or late) for reasons of its own and would teach the schedule a wrong length.
  */
-const LEARNED_OUTCOMES: ReadonlySet<OutcomeKey> = new Set<OutcomeKey>([
-  'found_eligible',
-  'found_eligible_multi_card',
-  'found_not_eligible',
-  'found_not_eligible_multi_card',
-  'found_no_determination',
-  'member_not_found',
-]);
+const LEARNED_OUTCOMES: ReadonlySet<OutcomeKey> = new Set<OutcomeKey>(
+  OUTCOME_KEYS.filter((key) => key.startsWith('found_') || key === 'member_not_found'),
+);
 /** The shortest task duration learned (ms); shorter ones are clock noise. */
 const MIN_LEARNED_MS = 100;
 

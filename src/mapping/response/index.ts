@@ -4,7 +4,7 @@
  * Pure functions, no I/O beyond loading the mapping tables once. See docs/response-mapping.md.
  */
 export { adapterErrorCer, mapEnvelope, queuedCer, searchAllCutOffCer, stillCheckingCer } from './cer.js';
-export { guardOf, outcomeKey, outcomeRuleFor, submitOutcome } from './outcome-rules.js';
+export { OUTCOME_KEYS, guardOf, outcomeKey, outcomeRuleFor, submitOutcome } from './outcome-rules.js';
 export type { OutcomeKey } from './outcome-rules.js';
 export type { OutcomeRule } from './outcome-rules.js';
 export { binaryId, parseBinaryId, resolveBinary } from './binary.js';
