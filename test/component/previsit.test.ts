@@ -359,6 +359,20 @@ describe('search by serviced', () => {
     }
   });
 
+  it('_count=0 gives the total and no next link (a next link to the same empty page would never end)', async () => {
+    const start = new Date(now() + 80 * HOUR).toISOString();
+    await book({ emiratesId: patient(), servicedPeriod: { start } });
+    const res = await request(h.url)
+      .get(`/fhir/CoverageEligibilityRequest?serviced=ge${start.slice(0, 10)}&_count=0`)
+      .set(h.auth);
+    expect(res.status).toBe(200);
+    const bundle = res.body as Bundle;
+    expectValidFhir(bundle);
+    expect(bundle.total).toBeGreaterThan(0);
+    expect(bundle.entry).toBeUndefined();
+    expect(bundle.link?.map((l) => l.relation)).toEqual(['self']);
+  });
+
   it('a prefix it does not serve is a 400 naming serviced', async () => {
     const res = await request(h.url)
       .get('/fhir/CoverageEligibilityRequest?serviced=sa2026-11-27')

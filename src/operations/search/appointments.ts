@@ -79,7 +79,8 @@ export async function searchAppointments(
     return `${baseUrl}/fhir/CoverageEligibilityRequest?${params.toString()}`;
   };
   const link = [{ relation: 'self', url: url(parsed.offset) }];
-  if (parsed.offset + page.length < found.length)
+  // _count=0 (_summary=count) pages nothing: a next link would name this same page again.
+  if (!parsed.countOnly && parsed.offset + page.length < found.length)
     link.push({ relation: 'next', url: url(parsed.offset + parsed.count) });
   const bundle: Bundle = {
     resourceType: 'Bundle',
