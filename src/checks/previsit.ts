@@ -6,8 +6,6 @@
 import type { CoverageEligibilityRequest } from 'fhir/r4.js';
 import { DEFAULT_PREVISIT_LEAD_MINUTES, DEFAULT_TIME_ZONE, type Tenant } from '../config.js';
 
-export { DEFAULT_TIME_ZONE } from '../config.js';
-
 /** A clinic's settings for appointments (tenants file, PREVISIT_LEAD_MINUTES). */
 export interface PrevisitSettings {
   /** Minutes before the start at which the re-check runs. */
@@ -180,7 +178,7 @@ export function decideRecheck(facts: RecheckFacts): RecheckDecision {
 }
 
 /** Whether an answer given at `answeredAt` is still reusable at `at`. */
-export function reusableAt(at: number, answeredAt: number | null, reuseWindowMs: number): boolean {
+function reusableAt(at: number, answeredAt: number | null, reuseWindowMs: number): boolean {
   return answeredAt !== null && reuseWindowMs > 0 && answeredAt + reuseWindowMs >= at;
 }
 
@@ -207,7 +205,7 @@ function partsFormat(timeZone: string): Intl.DateTimeFormat {
 }
 
 /** The wall-clock fields of an instant in a zone. */
-export function wallClock(
+function wallClock(
   at: number,
   timeZone: string,
 ): { year: number; month: number; day: number; hour: number; minute: number; second: number } {

@@ -29,7 +29,7 @@ export interface AppointmentRow {
 const DAY = /^\d{4}-\d{2}-\d{2}$/;
 
 /** The state in words: a pending re-check with its time, else the latest answer's. */
-export function stateInWords(
+function stateInWords(
   appointment: Pick<Appointment, 'state' | 'dueAt'>,
   request: CoverageEligibilityRequest,
   latest: CoverageEligibilityResponse | null,
