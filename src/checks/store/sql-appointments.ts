@@ -17,7 +17,7 @@ import type {
 import type { Check, DateRange, NewCheck } from './check-store.js';
 import { int, nullableInt, nullableText, text } from './rows.js';
 import type { Row } from './rows.js';
-import type { Dialect, SqlDriver, Work } from './driver.js';
+import type { Dialect, Mode, SqlDriver, Work } from './driver.js';
 import { query } from './driver.js';
 
 /** A due, unleased, scheduled appointment; $1 is now. */
@@ -68,10 +68,7 @@ export class SqlAppointmentStore implements AppointmentStore {
     appointment: NewAppointment,
     check: NewCheck | null,
   ): Promise<{ appointment: Appointment | null; check?: { check: Check; created: boolean } }> {
-    return this.driver.run(
-      this.kind === 'postgres' ? 'transaction' : 'write',
-      this.booking(appointment, check),
-    );
+    return this.driver.run(this.atomic, this.booking(appointment, check));
   }
 
   async get(tenantId: string, id: string): Promise<Appointment | null> {
@@ -131,7 +128,7 @@ export class SqlAppointmentStore implements AppointmentStore {
       if (!created) throw new Error(`re-check ${check.id} of appointment ${id} was not inserted`);
       return true;
     };
-    return this.driver.run(this.kind === 'postgres' ? 'transaction' : 'write', work());
+    return this.driver.run(this.atomic, work());
   }
 
   async cancel(
@@ -153,12 +150,13 @@ export class SqlAppointmentStore implements AppointmentStore {
         tenantId,
         id,
       ]);
+      const previous = before ? toAppointment(before) : null;
       let appointment: Appointment | null = null;
-      if (before) {
-        const input: CheckInput = { ...toAppointment(before).input, request };
+      if (previous) {
+        const input: CheckInput = { ...previous.input, request };
         // A re-check written but still waiting for a tenant slot has not started: it goes (no
         // answer was ever given for it); one a claim already took runs to its end.
-        const recheck = toAppointment(before).recheckId;
+        const recheck = previous.recheckId;
         const dropped =
           recheck === null
             ? 0
@@ -180,10 +178,10 @@ export class SqlAppointmentStore implements AppointmentStore {
         sql: `UPDATE checks SET request = ${json('$3')} WHERE tenant_id = $1 AND id = $2`,
         params: [tenantId, id, JSON.stringify(request)],
       };
-      if (!before && check.changed === 0) return null;
-      return { appointment, previous: before ? toAppointment(before).state : null };
+      if (!previous && check.changed === 0) return null;
+      return { appointment, previous: previous?.state ?? null };
     };
-    return this.driver.run(this.kind === 'postgres' ? 'transaction' : 'write', work());
+    return this.driver.run(this.atomic, work());
   }
 
   async search(tenantId: string, starts: DateRange[], count: number): Promise<Appointment[]> {
@@ -229,6 +227,11 @@ export class SqlAppointmentStore implements AppointmentStore {
 
   private get kind(): 'sqlite' | 'postgres' {
     return this.dialect.types.kind;
+  }
+
+  /** How a write of several statements runs: with its row locks on PostgreSQL, one write on SQLite. */
+  private get atomic(): Mode {
+    return this.kind === 'postgres' ? 'transaction' : 'write';
   }
 
   private *booking(
