@@ -29,15 +29,12 @@ function inZone(at: number, timeZone: string): number {
   return wall + d.getUTCSeconds() * 1000 + d.getUTCMilliseconds();
 }
 
+/** A range as the store searches it: a day's bounds (no time given) moved to the clinic's zone. */
 function localRange(range: ServicedRange, timeZone: string): DateRange {
-  if (!range.local)
-    return {
-      ...(range.from === undefined ? {} : { from: range.from }),
-      ...(range.before === undefined ? {} : { before: range.before }),
-    };
+  const bound = (at: number) => (range.local ? inZone(at, timeZone) : at);
   return {
-    ...(range.from === undefined ? {} : { from: inZone(range.from, timeZone) }),
-    ...(range.before === undefined ? {} : { before: inZone(range.before, timeZone) }),
+    ...(range.from === undefined ? {} : { from: bound(range.from) }),
+    ...(range.before === undefined ? {} : { before: bound(range.before) }),
   };
 }
 
