@@ -9,7 +9,6 @@ import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { Subscription } from 'fhir/r4.js';
-import pg from 'pg';
 import request from 'supertest';
 import { afterAll, describe, expect, it } from 'vitest';
 import { hashApiKey } from '../../src/config.js';
@@ -20,7 +19,7 @@ import { spawnService } from '../support/process.js';
 import { eventsOf, startReceiver, typeOf } from '../support/receiver.js';
 import type { Receiver } from '../support/receiver.js';
 import { eligibilityRequest } from '../support/requests.js';
-import { testDatabaseUrl } from '../support/postgres.js';
+import { createTestSchema } from '../support/postgres.js';
 import { until } from '../support/until.js';
 
 const FHIR_JSON = 'application/fhir+json';
@@ -158,20 +157,12 @@ describe('notifications across processes', () => {
     const receiver = await startReceiver();
     receiver.delayMs = 20;
     cleanups.push(() => receiver.close());
-    const schema = `notify_${process.pid}_${Date.now()}`;
-    const admin = new pg.Client({ connectionString: testDatabaseUrl() });
-    await admin.connect();
-    await admin.query(`CREATE SCHEMA ${schema}`);
-    cleanups.push(async () => {
-      await admin.query(`DROP SCHEMA ${schema} CASCADE`);
-      await admin.end();
-    });
-    const url = new URL(testDatabaseUrl());
-    url.searchParams.set('options', `-c search_path=${schema}`);
+    const schema = await createTestSchema('notify');
+    cleanups.push(() => schema.drop());
     const env = {
       UPSTREAM_BASE_URL: sandbox.url,
       TENANTS_FILE: tenantsFile(mkdtempSync(join(tmpdir(), 'fea-notify-pg-')), receiver.url),
-      DATABASE_URL: url.toString(),
+      DATABASE_URL: schema.url,
       POLL_INTERVAL_MS: '50',
       SUBMIT_WAIT_MS: '0',
       LEASE_MS: '2000',

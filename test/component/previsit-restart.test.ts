@@ -8,7 +8,6 @@ import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { CoverageEligibilityResponse } from 'fhir/r4.js';
-import pg from 'pg';
 import request from 'supertest';
 import { afterAll, describe, expect, it } from 'vitest';
 import { startSandbox } from '../../src/sandbox/index.js';
@@ -16,7 +15,7 @@ import { UPSTREAM_KEY } from '../support/harness.js';
 import { spawnService, tenantAuth, writeTenantsFile } from '../support/process.js';
 import { eligibilityRequest } from '../support/requests.js';
 import { until } from '../support/until.js';
-import { testDatabaseUrl } from '../support/postgres.js';
+import { createTestSchema } from '../support/postgres.js';
 
 /** member_not_found in the sandbox: never reusable, so the re-check always runs. */
 const NOT_FOUND = '784-1990-0000003-3';
@@ -27,17 +26,9 @@ afterAll(async () => {
 });
 
 async function postgresUrl(): Promise<string> {
-  const schema = `previsit_${process.pid}_${Date.now()}`;
-  const admin = new pg.Client({ connectionString: testDatabaseUrl() });
-  await admin.connect();
-  await admin.query(`CREATE SCHEMA ${schema}`);
-  cleanups.push(async () => {
-    await admin.query(`DROP SCHEMA ${schema} CASCADE`);
-    await admin.end();
-  });
-  const url = new URL(testDatabaseUrl());
-  url.searchParams.set('options', `-c search_path=${schema}`);
-  return url.toString();
+  const schema = await createTestSchema('previsit');
+  cleanups.push(() => schema.drop());
+  return schema.url;
 }
 
 describe('a killed service and the pre-visit re-check', () => {

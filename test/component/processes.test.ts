@@ -12,7 +12,6 @@ import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { CoverageEligibilityResponse } from 'fhir/r4.js';
-import pg from 'pg';
 import request from 'supertest';
 import { afterAll, describe, expect, it } from 'vitest';
 import { startSandbox } from '../../src/sandbox/index.js';
@@ -22,7 +21,7 @@ import type { ServiceProcess } from '../support/process.js';
 import { spawnService, tenantAuth, writeTenantsFile } from '../support/process.js';
 import { eligibilityRequest } from '../support/requests.js';
 import { until } from '../support/until.js';
-import { testDatabaseUrl } from '../support/postgres.js';
+import { createTestSchema } from '../support/postgres.js';
 
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
 const SUBMIT = '/fhir/CoverageEligibilityRequest/$submit';
@@ -159,21 +158,13 @@ describe('process drills', () => {
   it('two replicas on PostgreSQL, one killed mid-run: all 100 complete, exactly 100 create-task calls, maxInFlight 3 held', async () => {
     const sandbox = await startSandbox({ port: 0, timeScale: 0.3, apiKeys: [UPSTREAM_KEY] });
     cleanups.push(() => sandbox.close());
-    const schema = `drill_${process.pid}_${Date.now()}`;
-    const admin = new pg.Client({ connectionString: testDatabaseUrl() });
-    await admin.connect();
-    await admin.query(`CREATE SCHEMA ${schema}`);
-    cleanups.push(async () => {
-      await admin.query(`DROP SCHEMA ${schema} CASCADE`);
-      await admin.end();
-    });
+    const { name: schema, url, admin, drop } = await createTestSchema('drill');
+    cleanups.push(drop);
     const dir = mkdtempSync(join(tmpdir(), 'fea-pg-'));
-    const url = new URL(testDatabaseUrl());
-    url.searchParams.set('options', `-c search_path=${schema}`);
     const env = {
       UPSTREAM_BASE_URL: sandbox.url,
       TENANTS_FILE: writeTenantsFile(dir, 5, UPSTREAM_KEY, 3),
-      DATABASE_URL: url.toString(),
+      DATABASE_URL: url,
       POLL_INTERVAL_MS: '100',
       SUBMIT_WAIT_MS: '0',
       LEASE_MS: '2000',
