@@ -12,7 +12,7 @@ import type { Harness } from '../support/harness.js';
 import { TENANT_A_KEY, startHarness } from '../support/harness.js';
 import { postSubmit } from '../support/submit.js';
 import type { Watched } from './support.js';
-import { launchChromium, signIn, watchedPage } from './support.js';
+import { closeOpened, launchChromium, openWatched, signIn } from './support.js';
 import { localDay } from '../../src/checks/previsit.js';
 
 const HOUR = 3_600_000;
@@ -71,16 +71,12 @@ afterAll(async () => {
   expect(harness.logs.filter((line) => line.includes(TENANT_A_KEY))).toEqual([]);
 });
 
-async function open(viewport?: { width: number; height: number }): Promise<Watched> {
-  if (launchError) throw launchError;
-  const watched = await watchedPage(browser, harness.url, viewport);
-  opened.push(watched);
-  return watched;
+function open(viewport?: { width: number; height: number }): Promise<Watched> {
+  return openWatched(opened, browser, launchError, harness.url, viewport);
 }
 
 afterEach(async () => {
-  for (const { context, urls, elsewhere } of opened.splice(0)) {
-    await context.close();
+  for (const { urls, elsewhere } of await closeOpened(opened)) {
     expect(elsewhere).toEqual([]);
     expect(urls.filter((url) => url.includes(TENANT_A_KEY))).toEqual([]);
   }

@@ -59,6 +59,30 @@ export async function watchedPage(
   return { context, page, urls, elsewhere };
 }
 
+/**
+ * A watched page for one test, kept in `opened` until the file's afterEach closes it
+ * (closeOpened). A Chromium that did not launch fails the test with its error, never a skip.
+ */
+export async function openWatched(
+  opened: Watched[],
+  browser: Browser,
+  launchError: Error | undefined,
+  origin: string,
+  viewport?: { width: number; height: number },
+): Promise<Watched> {
+  if (launchError) throw launchError;
+  const watched = await watchedPage(browser, origin, viewport);
+  opened.push(watched);
+  return watched;
+}
+
+/** Closes the pages of a test (openWatched) and hands them back, for the checks of what they asked for. */
+export async function closeOpened(opened: Watched[]): Promise<Watched[]> {
+  const closing = opened.splice(0);
+  for (const { context } of closing) await context.close();
+  return closing;
+}
+
 /** Signs in on /app/ with the mouse-free path a user takes: type the key, press Enter. */
 export async function signIn(page: Page, origin: string, key: string): Promise<void> {
   await page.goto(`${origin}/app/`);
