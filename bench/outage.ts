@@ -23,13 +23,7 @@ import { join } from 'node:path';
 import type { FullDisk } from '../test/support/full-disk.js';
 import { canMountTmpfs, smallDisk } from '../test/support/full-disk.js';
 import type { Drill, OutagePlan, OutageReport, OutageStore } from '../test/support/outage-drill.js';
-import {
-  counter,
-  outage,
-  outageAnswerProblem,
-  startDrill,
-  stoppedServer,
-} from '../test/support/outage-drill.js';
+import { answerProblems, counter, outage, startDrill, stoppedServer } from '../test/support/outage-drill.js';
 import { startPrivatePostgres } from '../test/support/private-postgres.js';
 import { machine, record, sleep } from './lib.js';
 
@@ -61,13 +55,9 @@ async function submitFor(drill: Drill, next: () => number, ms: number): Promise<
 /** What one outage looked like from outside. */
 function summarise(report: OutageReport, readyDownFrom?: number) {
   const byStatus: Record<string, number> = {};
-  const problems: Record<string, number> = {};
   for (const a of report.answers) {
     const key = `${a.what} ${a.status}`;
     byStatus[key] = (byStatus[key] ?? 0) + 1;
-    if (a.what === 'ready' && readyDownFrom !== undefined && a.sentAt < readyDownFrom) continue;
-    const problem = outageAnswerProblem(a);
-    if (problem) problems[`${a.what}: ${problem}`] = (problems[`${a.what}: ${problem}`] ?? 0) + 1;
   }
   const fhir = report.answers.filter(
     (a) => a.what !== 'ready' && a.what !== 'health' && a.what !== 'metrics',
@@ -81,7 +71,7 @@ function summarise(report: OutageReport, readyDownFrom?: number) {
     answers503WithoutRetryAfter: fhir.filter((a) => a.status === 503 && !a.retryAfter).length,
     noAnswer: report.answers.filter((a) => a.status === 0).length,
     byStatus,
-    problems,
+    problems: answerProblems(report.answers, readyDownFrom),
     readyAfterUpSeconds:
       report.readyAfterUpMs === null ? null : Number((report.readyAfterUpMs / 1000).toFixed(1)),
     logLines: report.logLines,
