@@ -31,6 +31,14 @@ const SUBMIT_EVERY_MS = Number(process.env.BENCH_SUBMIT_EVERY_MS ?? 250);
 const CREATE_TASK_MS = Number(process.env.BENCH_CREATE_TASK_MS ?? 2000);
 const TIME_SCALE = Number(process.env.BENCH_TIME_SCALE ?? 3);
 const BETWEEN_MS = Number(process.env.BENCH_BETWEEN_OUTAGES_MS ?? 5000);
+/** The service and sandbox of both drills. */
+const DRILL = {
+  timeScale: TIME_SCALE,
+  createTaskLatencyMs: CREATE_TASK_MS,
+  tenants: 4,
+  maxInFlight: 5,
+  env: { LEASE_MS: '30000', CHECK_TIMEOUT_MS: '120000' },
+};
 
 const log = (message: string) =>
   process.stderr.write(`[outage ${new Date().toISOString().slice(11, 19)}] ${message}\n`);
@@ -118,11 +126,7 @@ async function drillPostgres() {
   try {
     const drill = await startDrill({
       databaseUrl: await server.createDatabase('bench_outage'),
-      timeScale: TIME_SCALE,
-      createTaskLatencyMs: CREATE_TASK_MS,
-      tenants: 4,
-      maxInFlight: 5,
-      env: { LEASE_MS: '30000', CHECK_TIMEOUT_MS: '120000' },
+      ...DRILL,
     });
     const started = Date.now();
     const next = counter(0);
@@ -156,11 +160,8 @@ async function drillSqlite() {
   try {
     const drill = await startDrill({
       databaseUrl: `sqlite:${join(disk.dir, 'adapter.db')}`,
-      timeScale: TIME_SCALE,
-      createTaskLatencyMs: CREATE_TASK_MS,
-      tenants: 4,
-      maxInFlight: 5,
-      env: { ...disk.env, LEASE_MS: '30000', CHECK_TIMEOUT_MS: '120000' },
+      ...DRILL,
+      env: { ...disk.env, ...DRILL.env },
       nodeArgs: disk.nodeArgs,
     });
     const started = Date.now();
@@ -207,8 +208,8 @@ const results: Record<string, unknown> = {
     createTaskMs: CREATE_TASK_MS,
     timeScale: TIME_SCALE,
     betweenOutagesMs: BETWEEN_MS,
-    tenants: 4,
-    maxInFlight: 5,
+    tenants: DRILL.tenants,
+    maxInFlight: DRILL.maxInFlight,
   },
 };
 for (const name of chosen) {
