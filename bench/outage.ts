@@ -23,13 +23,7 @@ import { join } from 'node:path';
 import type { FullDisk } from '../test/support/full-disk.js';
 import { canMountTmpfs, smallDisk } from '../test/support/full-disk.js';
 import type { Drill, OutagePlan, OutageReport, OutageStore } from '../test/support/outage-drill.js';
-import {
-  counter,
-  outage,
-  outageAnswerProblem,
-  startDrill,
-  stoppedServer,
-} from '../test/support/outage-drill.js';
+import { answerProblems, counter, outage, startDrill, stoppedServer } from '../test/support/outage-drill.js';
 import { startPrivatePostgres } from '../test/support/private-postgres.js';
 import { machine, record, sleep } from './lib.js';
 
@@ -37,6 +31,14 @@ const SUBMIT_EVERY_MS = Number(process.env.BENCH_SUBMIT_EVERY_MS ?? 250);
 const CREATE_TASK_MS = Number(process.env.BENCH_CREATE_TASK_MS ?? 2000);
 const TIME_SCALE = Number(process.env.BENCH_TIME_SCALE ?? 3);
 const BETWEEN_MS = Number(process.env.BENCH_BETWEEN_OUTAGES_MS ?? 5000);
+/** The service and sandbox of both drills. */
+const DRILL = {
+  timeScale: TIME_SCALE,
+  createTaskLatencyMs: CREATE_TASK_MS,
+  tenants: 4,
+  maxInFlight: 5,
+  env: { LEASE_MS: '30000', CHECK_TIMEOUT_MS: '120000' },
+};
 
 const log = (message: string) =>
   process.stderr.write(`[outage ${new Date().toISOString().slice(11, 19)}] ${message}\n`);
@@ -61,13 +63,9 @@ async function submitFor(drill: Drill, next: () => number, ms: number): Promise<
 /** What one outage looked like from outside. */
 function summarise(report: OutageReport, readyDownFrom?: number) {
   const byStatus: Record<string, number> = {};
-  const problems: Record<string, number> = {};
   for (const a of report.answers) {
     const key = `${a.what} ${a.status}`;
     byStatus[key] = (byStatus[key] ?? 0) + 1;
-    if (a.what === 'ready' && readyDownFrom !== undefined && a.sentAt < readyDownFrom) continue;
-    const problem = outageAnswerProblem(a);
-    if (problem) problems[`${a.what}: ${problem}`] = (problems[`${a.what}: ${problem}`] ?? 0) + 1;
   }
   const fhir = report.answers.filter(
     (a) => a.what !== 'ready' && a.what !== 'health' && a.what !== 'metrics',
@@ -81,7 +79,7 @@ function summarise(report: OutageReport, readyDownFrom?: number) {
     answers503WithoutRetryAfter: fhir.filter((a) => a.status === 503 && !a.retryAfter).length,
     noAnswer: report.answers.filter((a) => a.status === 0).length,
     byStatus,
-    problems,
+    problems: answerProblems(report.answers, readyDownFrom),
     readyAfterUpSeconds:
       report.readyAfterUpMs === null ? null : Number((report.readyAfterUpMs / 1000).toFixed(1)),
     logLines: report.logLines,
@@ -128,11 +126,7 @@ async function drillPostgres() {
   try {
     const drill = await startDrill({
       databaseUrl: await server.createDatabase('bench_outage'),
-      timeScale: TIME_SCALE,
-      createTaskLatencyMs: CREATE_TASK_MS,
-      tenants: 4,
-      maxInFlight: 5,
-      env: { LEASE_MS: '30000', CHECK_TIMEOUT_MS: '120000' },
+      ...DRILL,
     });
     const started = Date.now();
     const next = counter(0);
@@ -166,11 +160,8 @@ async function drillSqlite() {
   try {
     const drill = await startDrill({
       databaseUrl: `sqlite:${join(disk.dir, 'adapter.db')}`,
-      timeScale: TIME_SCALE,
-      createTaskLatencyMs: CREATE_TASK_MS,
-      tenants: 4,
-      maxInFlight: 5,
-      env: { ...disk.env, LEASE_MS: '30000', CHECK_TIMEOUT_MS: '120000' },
+      ...DRILL,
+      env: { ...disk.env, ...DRILL.env },
       nodeArgs: disk.nodeArgs,
     });
     const started = Date.now();
@@ -217,8 +208,8 @@ const results: Record<string, unknown> = {
     createTaskMs: CREATE_TASK_MS,
     timeScale: TIME_SCALE,
     betweenOutagesMs: BETWEEN_MS,
-    tenants: 4,
-    maxInFlight: 5,
+    tenants: DRILL.tenants,
+    maxInFlight: DRILL.maxInFlight,
   },
 };
 for (const name of chosen) {

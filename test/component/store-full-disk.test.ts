@@ -11,9 +11,8 @@ import { join } from 'node:path';
 import type { FullDisk, FullDiskKind } from '../support/full-disk.js';
 import { canMountTmpfs, smallDisk } from '../support/full-disk.js';
 import type { Drill } from '../support/outage-drill.js';
-import { counter, outage, startDrill } from '../support/outage-drill.js';
+import { counter, outage, startDrill, untilTasks } from '../support/outage-drill.js';
 import { expectAllEligible, expectOutageKept } from '../support/outage-expect.js';
-import { until } from '../support/until.js';
 
 const KINDS: FullDiskKind[] = canMountTmpfs() ? ['tmpfs', 'injected'] : ['injected'];
 if (!KINDS.includes('tmpfs'))
@@ -40,7 +39,7 @@ describe.each(KINDS)('store outage drill on SQLite with a full disk (%s)', (kind
     });
     cleanups.push(() => drill.close());
     for (let n = 0; n < 6; n += 1) expect((await drill.submit(n, 'respond-async')).status).toBe(202);
-    await until(() => (drill.sandbox.control.tasks().length === 6 ? true : undefined), 10_000, '6 tasks');
+    await untilTasks(drill, 6);
     const report = await outage(drill, {
       name: `full disk (${kind})`,
       store: disk,

@@ -11,11 +11,10 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { expectValidFhir } from '../support/fhir.js';
 import type { Answer, Drill, OutageReport } from '../support/outage-drill.js';
-import { counter, outage, startDrill, stoppedServer } from '../support/outage-drill.js';
+import { counter, outage, startDrill, stoppedServer, untilTasks } from '../support/outage-drill.js';
 import { expectAllEligible, expectOutageKept } from '../support/outage-expect.js';
 import type { PrivatePostgres } from '../support/private-postgres.js';
 import { startPrivatePostgres } from '../support/private-postgres.js';
-import { until } from '../support/until.js';
 
 let server: PrivatePostgres;
 const drills: Drill[] = [];
@@ -44,7 +43,7 @@ describe('store outage drill on PostgreSQL', () => {
     });
     for (let n = 0; n < 3; n += 1) expect((await drill.submit(n, 'respond-async')).status).toBe(202);
     // Three create-task calls out: the tasks exist upstream, their ids come back in 4 s.
-    await until(() => (drill.sandbox.control.tasks().length === 3 ? true : undefined), 10_000, '3 tasks');
+    await untilTasks(drill, 3);
     const report = await outage(drill, {
       name: 'create-task out (fast)',
       store: stoppedServer(server, 'fast'),
@@ -62,7 +61,7 @@ describe('store outage drill on PostgreSQL', () => {
   it('while submitting: every $submit answers 503 with Retry-After, and one already waiting answers its queued CER with Location (stop -m immediate)', async () => {
     const drill = await drillOn('drill_submitting', { timeScale: 3, tenants: 2, maxInFlight: 10 });
     const waiting: Promise<Answer>[] = [0, 1, 2, 3].map((n) => drill.submit(n, 'wait=20'));
-    await until(() => (drill.sandbox.control.tasks().length === 4 ? true : undefined), 10_000, '4 tasks');
+    await untilTasks(drill, 4);
     const report = await outage(drill, {
       name: 'submitting (immediate)',
       store: stoppedServer(server, 'immediate'),
@@ -87,7 +86,7 @@ describe('store outage drill on PostgreSQL', () => {
   it('while polling, two outages (stop -m fast, then -m immediate): reads and _async answer 503 with Retry-After, /ready follows the store, the checks end eligible', async () => {
     const drill = await drillOn('drill_polling', { timeScale: 8, tenants: 2, maxInFlight: 10 });
     for (let n = 0; n < 10; n += 1) expect((await drill.submit(n, 'respond-async')).status).toBe(202);
-    await until(() => (drill.sandbox.control.tasks().length === 10 ? true : undefined), 10_000, '10 tasks');
+    await untilTasks(drill, 10);
     const reports: OutageReport[] = [];
     for (const mode of ['fast', 'immediate'] as const) {
       reports.push(

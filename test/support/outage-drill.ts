@@ -15,6 +15,7 @@ import { UPSTREAM_KEY } from './harness.js';
 import type { ServiceProcess } from './process.js';
 import { spawnService, tenantAuth, writeTenantsFile } from './process.js';
 import { eligibilityRequest } from './requests.js';
+import { until } from './until.js';
 
 const SUBMIT = '/fhir/CoverageEligibilityRequest/$submit';
 
@@ -246,6 +247,15 @@ export async function startDrill(options: DrillOptions): Promise<Drill> {
   };
 }
 
+/** Waits (at most 10 s) until the upstream holds `count` tasks: as many create-task calls went out. */
+export async function untilTasks(drill: Drill, count: number): Promise<void> {
+  await until(
+    () => (drill.sandbox.control.tasks().length === count ? true : undefined),
+    10_000,
+    `${count} tasks`,
+  );
+}
+
 /** A store that the drill can take away and give back. */
 export interface OutageStore {
   /** Takes the store away (stops the server, fills the disk). */
@@ -374,7 +384,7 @@ function storeErrors(answer: Answer): number {
 }
 
 /** Warn and error lines of a service log, counted by level and message. */
-export function countLogLines(lines: readonly string[]): OutageReport['logLines'] {
+function countLogLines(lines: readonly string[]): OutageReport['logLines'] {
   const out: OutageReport['logLines'] = { error: 0, warn: 0, byMessage: {} };
   for (const line of lines) {
     if (!line.startsWith('{')) continue;
@@ -396,7 +406,7 @@ export function countLogLines(lines: readonly string[]): OutageReport['logLines'
  * Retry-After and an OperationOutcome, or a stored check's CER (200, or 202/200 of _async), or
  * /health 200. Returns what is wrong, or null.
  */
-export function outageAnswerProblem(answer: Answer): string | null {
+function outageAnswerProblem(answer: Answer): string | null {
   const body = answer.body as {
     resourceType?: string;
     issue?: { code?: string; details?: { text?: string } }[];
@@ -422,6 +432,24 @@ export function outageAnswerProblem(answer: Answer): string | null {
   // The request id in an error's text is left out, so that like answers count as one problem.
   const text = (body.issue?.[0]?.details?.text ?? '').replace(/[0-9a-f]{8}-[0-9a-f-]{27}/g, '<id>');
   return `${answer.status} ${type} ${body.issue?.[0]?.code ?? ''}: ${text.slice(0, 120)}`;
+}
+
+/**
+ * The answers of one outage that break the contract (outageAnswerProblem), counted by what was
+ * asked and what is wrong. A disk just filled may still take a small write (SQLite reuses its
+ * WAL's space): /ready is judged from the first refused write on (`readyDownFrom`), when given.
+ */
+export function answerProblems(answers: readonly Answer[], readyDownFrom?: number): Record<string, number> {
+  const problems: Record<string, number> = {};
+  for (const answer of answers) {
+    if (answer.what === 'ready' && readyDownFrom !== undefined && answer.sentAt < readyDownFrom) continue;
+    const problem = outageAnswerProblem(answer);
+    if (problem !== null) {
+      const key = `${answer.what}: ${problem}`;
+      problems[key] = (problems[key] ?? 0) + 1;
+    }
+  }
+  return problems;
 }
 
 /** An Emirates ID per check, of the sandbox's default found-eligible scenario. */
@@ -450,6 +478,6 @@ export function counter(from: number): () => number {
   return () => n++;
 }
 
-export function sleep(ms: number): Promise<void> {
+function sleep(ms: number): Promise<void> {
   return new Promise((resolve) => setTimeout(resolve, ms));
 }

@@ -6,7 +6,7 @@ import { expect } from 'vitest';
 import { expectValidFhir } from './fhir.js';
 import { UPSTREAM_KEY } from './harness.js';
 import type { Drill, OutageReport } from './outage-drill.js';
-import { drillEmiratesId, outageAnswerProblem } from './outage-drill.js';
+import { answerProblems, drillEmiratesId } from './outage-drill.js';
 
 /**
  * Warn and error lines one outage may cause beyond one per create-task answer held (a line per
@@ -22,17 +22,7 @@ export function expectOutageKept(
 ): void {
   expect.soft(report.crash, `${report.name}: the process is up`).toEqual([]);
   expect.soft(report.alive, `${report.name}: the process is up`).toBe(true);
-  // A disk just filled may still take a small write (SQLite reuses its WAL's space): /ready is
-  // judged from the first refused write on (`readyDownFrom`).
-  const judged = report.answers.filter(
-    (a) => a.what !== 'ready' || options.readyDownFrom === undefined || a.sentAt >= options.readyDownFrom,
-  );
-  const problems: Record<string, number> = {};
-  for (const answer of judged) {
-    const problem = outageAnswerProblem(answer);
-    if (problem !== null)
-      problems[`${answer.what}: ${problem}`] = (problems[`${answer.what}: ${problem}`] ?? 0) + 1;
-  }
+  const problems = answerProblems(report.answers, options.readyDownFrom);
   expect.soft(problems, `${report.name}: answers while the store was away`).toEqual({});
   // Every FHIR body given meanwhile is valid FHIR R4 (what is not FHIR JSON is a problem above).
   for (const answer of report.answers) {

@@ -262,6 +262,19 @@ describe('create-task answered while the store cannot be written', () => {
     return latest;
   }
 
+  /**
+   * Replica A's step of a new check, its create-task answered as the store goes down for a minute:
+   * after 300 ms A holds the task id (in `held`) and keeps trying to write it (`stepA`).
+   */
+  async function heldByReplicaA() {
+    const check = await newCheck();
+    const [claimed] = await claim('replica-a:1');
+    const held = new Set<string>();
+    const stepA = advanceCheck(claimed!, deps(upstream(60_000), { heldTasks: held }));
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    return { check, held, stepA };
+  }
+
   beforeEach(async () => {
     real = await openStore('sqlite::memory:');
     await real.migrate();
@@ -294,13 +307,9 @@ describe('create-task answered while the store cannot be written', () => {
   });
 
   it('the lease ran out and another replica took the check over (answered ambiguous): the held id is adopted back and the check ends eligible', async () => {
-    const check = await newCheck();
-    const [claimed] = await claim('replica-a:1');
-    const heldByA = new Set<string>();
-    const stepA = advanceCheck(claimed!, deps(upstream(60_000), { heldTasks: heldByA }));
+    const { check, held: heldByA, stepA } = await heldByReplicaA();
     // Replica B, once its clock is past A's lease, finds the check `creating` and answers it
     // ambiguous (it cannot know the task id A holds). The store is back for B first.
-    await new Promise((resolve) => setTimeout(resolve, 300));
     expect(heldByA.has(check.id)).toBe(true);
     clock += LEASE + 1;
     down = false;
@@ -345,11 +354,7 @@ describe('create-task answered while the store cannot be written', () => {
   });
 
   it("this replica's own claim of a check whose id it holds leaves it alone (no ambiguous answer)", async () => {
-    const check = await newCheck();
-    const [claimed] = await claim('replica-a:1');
-    const held = new Set<string>();
-    const stepA = advanceCheck(claimed!, deps(upstream(60_000), { heldTasks: held }));
-    await new Promise((resolve) => setTimeout(resolve, 300));
+    const { check, held, stepA } = await heldByReplicaA();
     clock += LEASE + 1;
     down = false;
     const [again] = await claim('replica-a:2');

@@ -92,6 +92,8 @@ export interface Check {
  */
 export type CheckDocuments = Pick<Check, 'request' | 'upstreamRequest' | 'cer' | 'answer'>;
 /** A claimed check: the row without its documents (the last envelope is kept: a poll compares it). */
+export type ClaimedCheck = Omit<Check, keyof CheckDocuments>;
+
 /** Why the store cannot be used now (outage.ts; a label of store_errors_total). */
 export type StoreErrorKind =
   /** No connection: refused, reset, terminated, or none to be had within the connect timeout. */
@@ -117,8 +119,6 @@ export interface StoreHealthReport {
   /** Epoch ms of the last write that failed on a full disk or with an I/O error; null when none has. */
   lastWriteFailedAt: number | null;
 }
-
-export type ClaimedCheck = Omit<Check, keyof CheckDocuments>;
 
 /** What `insert` needs; the store fills version (1), lease (none), createdAt and updatedAt. */
 export type NewCheck = Omit<

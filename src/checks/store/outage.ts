@@ -14,11 +14,8 @@
  *   round.
  */
 import type { Logger } from '../../log.js';
-import type { StoreHealthReport } from './check-store.js';
+import type { StoreErrorKind, StoreHealthReport } from './check-store.js';
 import type { Mode, SqlDriver, Work } from './driver.js';
-import type { StoreErrorKind } from './check-store.js';
-
-export type { StoreErrorKind } from './check-store.js';
 
 export const STORE_ERROR_KINDS: readonly StoreErrorKind[] = [
   'connection',
@@ -136,7 +133,7 @@ export class StoreHealthDriver implements SqlDriver {
 }
 
 /** The first, and the longest, wait of a loop whose rounds fail for a store reason. */
-export const ROUND_BACKOFF_MS = { first: 250, max: 5_000 } as const;
+const ROUND_BACKOFF_MS = { first: 250, max: 5_000 } as const;
 
 /**
  * The back-off and the log lines of a loop whose rounds fail. `failed` returns how long to wait
