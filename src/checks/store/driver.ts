@@ -4,7 +4,7 @@
  * and postgres.ts.
  */
 import type { Row } from './rows.js';
-import type { StoreErrorKind } from './check-store.js';
+import type { DateRange, StoreErrorKind } from './check-store.js';
 
 /** One statement and its parameters. */
 export interface Statement {
@@ -33,6 +33,25 @@ export function* one(sql: string, params: readonly unknown[] = []): Work<Result>
 /** One statement of a piece of work, handed its rows. */
 export function* query(sql: string, params: readonly unknown[] = []): Work<Row[]> {
   return (yield { sql, params }).rows;
+}
+
+/** Collects bind parameters while a statement is built; returns their placeholders. */
+export class Params {
+  readonly values: unknown[] = [];
+
+  add(value: unknown): string {
+    this.values.push(value);
+    return `$${this.values.length}`;
+  }
+}
+
+/** A date range on an epoch-ms column: [from, before), or outside it with `not`. */
+export function rangeCondition(params: Params, column: string, range: DateRange): string {
+  const bounds: string[] = [];
+  if (range.from !== undefined) bounds.push(`${column} >= ${params.add(range.from)}`);
+  if (range.before !== undefined) bounds.push(`${column} < ${params.add(range.before)}`);
+  const within = bounds.length ? bounds.join(' AND ') : 'TRUE';
+  return range.not ? `NOT (${within})` : `(${within})`;
 }
 
 /**

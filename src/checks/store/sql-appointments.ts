@@ -18,7 +18,7 @@ import type { Check, DateRange, NewCheck } from './check-store.js';
 import { int, nullableInt, nullableText, text } from './rows.js';
 import type { Row } from './rows.js';
 import type { Dialect, Mode, SqlDriver, Work } from './driver.js';
-import { query } from './driver.js';
+import { Params, query, rangeCondition } from './driver.js';
 
 /** A due, unleased, scheduled appointment; $1 is now. */
 const DUE = `state = 'scheduled' AND due_at <= $1 AND (lease_until IS NULL OR lease_until <= $1)`;
@@ -185,22 +185,12 @@ export class SqlAppointmentStore implements AppointmentStore {
   }
 
   async search(tenantId: string, starts: DateRange[], count: number): Promise<Appointment[]> {
-    const params: unknown[] = [tenantId];
-    const add = (value: unknown) => {
-      params.push(value);
-      return `$${params.length}`;
-    };
-    const where = ['tenant_id = $1'];
-    for (const range of starts) {
-      const bounds: string[] = [];
-      if (range.from !== undefined) bounds.push(`start_at >= ${add(range.from)}`);
-      if (range.before !== undefined) bounds.push(`start_at < ${add(range.before)}`);
-      const within = bounds.length ? bounds.join(' AND ') : 'TRUE';
-      where.push(range.not ? `NOT (${within})` : `(${within})`);
-    }
+    const params = new Params();
+    const where = [`tenant_id = ${params.add(tenantId)}`];
+    for (const range of starts) where.push(rangeCondition(params, 'start_at', range));
     const rows = await this.rows(
-      `SELECT * FROM appointments WHERE ${where.join(' AND ')} ORDER BY start_at, id LIMIT ${add(Math.max(0, count))}`,
-      params,
+      `SELECT * FROM appointments WHERE ${where.join(' AND ')} ORDER BY start_at, id LIMIT ${params.add(Math.max(0, count))}`,
+      params.values,
     );
     return rows.map(this.toAppointment);
   }

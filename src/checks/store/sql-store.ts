@@ -16,7 +16,6 @@ import type {
   CheckStore,
   ClaimOptions,
   ClaimedCheck,
-  DateRange,
   Guard,
   NewCheck,
   SearchFilters,
@@ -48,7 +47,7 @@ import {
 } from './rows.js';
 import type { CheckColumn, Row } from './rows.js';
 import type { Dialect, SqlDriver, Work } from './driver.js';
-import { one, query } from './driver.js';
+import { Params, one, query, rangeCondition } from './driver.js';
 import { migration } from './schema.js';
 import { TERMINAL_STATUSES } from '../../upstream/contract.js';
 import { recordEvents, SqlSubscriptionStore } from './sql-subscriptions.js';
@@ -59,16 +58,6 @@ import type { AuditFilters, AuditRow } from './audit-store.js';
 import type { StoreKind } from './driver.js';
 import { StoreHealthDriver } from './outage.js';
 import type { StoreHealthReport } from './check-store.js';
-
-/** Collects bind parameters while a statement is built; returns their placeholders. */
-class Params {
-  readonly values: unknown[] = [];
-
-  add(value: unknown): string {
-    this.values.push(value);
-    return `$${this.values.length}`;
-  }
-}
 
 /** listOverdue returns at most this many (operator view). */
 const OVERDUE_LIMIT = 500;
@@ -590,8 +579,8 @@ export class SqlStore implements CheckStore {
       where.push('NOT EXISTS (SELECT 1 FROM appointments a WHERE a.recheck_id = checks.id)');
     anyOf(filters.insurer, (code) => `UPPER(payer_code) = UPPER(${params.add(code)})`);
     anyOf(filters.outcome, (outcome) => `outcome = ${params.add(outcome)}`);
-    for (const range of filters.created ?? []) where.push(this.range(params, 'created_at', range));
-    for (const range of filters.lastUpdated ?? []) where.push(this.range(params, 'updated_at', range));
+    for (const range of filters.created ?? []) where.push(rangeCondition(params, 'created_at', range));
+    for (const range of filters.lastUpdated ?? []) where.push(rangeCondition(params, 'updated_at', range));
     const filtered = `FROM checks WHERE ${where.join(' AND ')}`;
     const whereValues = [...params.values];
     const sort = page.sort?.length ? page.sort : [{ field: 'lastUpdated', descending: true } as const];
@@ -647,15 +636,6 @@ export class SqlStore implements CheckStore {
       `(${keyColumn} = ${params.add(`${token.system}|${token.value}`)}` +
       ` AND ${valueColumn} = ${params.add(token.value)})`
     );
-  }
-
-  /** A date range on an epoch-ms column: [from, before), or outside it with `not`. */
-  private range(params: Params, column: string, range: DateRange): string {
-    const bounds: string[] = [];
-    if (range.from !== undefined) bounds.push(`${column} >= ${params.add(range.from)}`);
-    if (range.before !== undefined) bounds.push(`${column} < ${params.add(range.before)}`);
-    const within = bounds.length ? bounds.join(' AND ') : 'TRUE';
-    return range.not ? `NOT (${within})` : `(${within})`;
   }
 
   /** A value as a parameter of its column: JSON as JSON text, a boolean as the database takes it. */
