@@ -27,13 +27,13 @@ import type { CheckInput } from '../../mapping/types.js';
 import type { PatientData } from './prefetch.js';
 
 /** The system of an appointment's request identifier (the contract's name). */
-export const CDS_APPOINTMENT_SYSTEM = `${CANONICAL_BASE}/cds-appointment`;
+const CDS_APPOINTMENT_SYSTEM = `${CANONICAL_BASE}/cds-appointment`;
 
 /** Where resources without a server of their own are placed in the Bundle (never fetched). */
 const NO_SERVER = 'https://cds-client.invalid/fhir';
 
 /** The Appointment's serviceCategory or appointmentType coding the visit-type table knows, if any. */
-export function visitCategoryOf(appointment: Appointment | undefined): Coding | undefined {
+function visitCategoryOf(appointment: Appointment | undefined): Coding | undefined {
   const concepts: CodeableConcept[] = [
     ...(appointment?.serviceCategory ?? []),
     ...(appointment?.appointmentType ? [appointment.appointmentType] : []),
