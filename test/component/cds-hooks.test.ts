@@ -9,7 +9,8 @@ import type { AddressInfo } from 'node:net';
 import type { AuditEvent, Bundle, Coverage, CoverageEligibilityRequest, OperationOutcome } from 'fhir/r4.js';
 import { SignJWT } from 'jose';
 import request from 'supertest';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import { StoreUnavailableError } from '../../src/checks/store/outage.js';
 import { expectValidFhir } from '../support/fhir.js';
 import type { Harness } from '../support/harness.js';
 import { startHarness } from '../support/harness.js';
@@ -465,5 +466,30 @@ describe('feedback, audit and metrics', () => {
       'Cardtest',
     ])
       expect(text).not.toContain(value);
+  });
+});
+
+describe('a store outage', () => {
+  // docs/operations.md, "When the store fails": the one 503 of the error handler, never a card.
+  it.each([
+    ['patient-view, reading the answers', VIEW, 'patient-view', () => vi.spyOn(h.server.store, 'search')],
+    [
+      'appointment-book, booking the appointment',
+      BOOK,
+      'appointment-book',
+      () => vi.spyOn(h.server.store.appointments, 'findByKey'),
+    ],
+  ] as const)('%s: 503 with Retry-After, no card', async (_name, service, hook, spy) => {
+    const failing = spy().mockRejectedValue(
+      new StoreUnavailableError('connection', new Error('ECONNREFUSED')),
+    );
+    try {
+      const res = await call(service, hookRequest(hook, { patient: { emiratesId: '784-1990-6666666-6' } }));
+      expectOperationOutcome(res, 503);
+      expect(res.headers['retry-after']).toBe('5');
+      expect((res.body as OperationOutcome).issue[0]?.code).toBe('transient');
+    } finally {
+      failing.mockRestore();
+    }
   });
 });
