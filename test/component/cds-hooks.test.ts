@@ -5,7 +5,6 @@
  * CDS Hooks 2.0 card schema (test/support/cds.ts); every FHIR resource against the validator.
  */
 import { createServer, type Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import type { AuditEvent, Bundle, Coverage, CoverageEligibilityRequest, OperationOutcome } from 'fhir/r4.js';
 import { SignJWT } from 'jose';
 import request from 'supertest';
@@ -20,6 +19,7 @@ import {
   cardsOf,
   cdsJwt,
   hookRequest,
+  listen,
   PATIENT_BIRTH_DATE,
   PATIENT_PHONE,
   payerOrganization,
@@ -44,11 +44,6 @@ let trap: Server;
 let trapRequests = 0;
 let trapUrl: string;
 let base: string;
-
-async function listen(server: Server): Promise<string> {
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  return `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
-}
 
 beforeAll(async () => {
   [esKey, rsKey, strangerKey] = await Promise.all([
