@@ -50,13 +50,11 @@ function outcomeOf(status: number): string {
 }
 
 /** The service named in the path, or 404 before anything else is read. */
-const knownService: RequestHandler = (req, res, next) => {
-  const service = cdsService(String(req.params.id));
-  if (!service) {
+const knownService: RequestHandler = (req, _res, next) => {
+  if (!cdsService(String(req.params.id))) {
     next(notFound('No CDS Service with this id; GET /cds-services lists them'));
     return;
   }
-  res.locals.cdsService = service;
   next();
 };
 

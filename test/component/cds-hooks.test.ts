@@ -5,11 +5,11 @@
  * CDS Hooks 2.0 card schema (test/support/cds.ts); every FHIR resource against the validator.
  */
 import { createServer, type Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import type { AuditEvent, Bundle, Coverage, CoverageEligibilityRequest, OperationOutcome } from 'fhir/r4.js';
 import { SignJWT } from 'jose';
 import request from 'supertest';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import { StoreUnavailableError } from '../../src/checks/store/outage.js';
 import { expectValidFhir } from '../support/fhir.js';
 import type { Harness } from '../support/harness.js';
 import { startHarness } from '../support/harness.js';
@@ -19,6 +19,7 @@ import {
   cardsOf,
   cdsJwt,
   hookRequest,
+  listen,
   PATIENT_BIRTH_DATE,
   PATIENT_PHONE,
   payerOrganization,
@@ -43,11 +44,6 @@ let trap: Server;
 let trapRequests = 0;
 let trapUrl: string;
 let base: string;
-
-async function listen(server: Server): Promise<string> {
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  return `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
-}
 
 beforeAll(async () => {
   [esKey, rsKey, strangerKey] = await Promise.all([
@@ -465,5 +461,30 @@ describe('feedback, audit and metrics', () => {
       'Cardtest',
     ])
       expect(text).not.toContain(value);
+  });
+});
+
+describe('a store outage', () => {
+  // docs/operations.md, "When the store fails": the one 503 of the error handler, never a card.
+  it.each([
+    ['patient-view, reading the answers', VIEW, 'patient-view', () => vi.spyOn(h.server.store, 'search')],
+    [
+      'appointment-book, booking the appointment',
+      BOOK,
+      'appointment-book',
+      () => vi.spyOn(h.server.store.appointments, 'findByKey'),
+    ],
+  ] as const)('%s: 503 with Retry-After, no card', async (_name, service, hook, spy) => {
+    const failing = spy().mockRejectedValue(
+      new StoreUnavailableError('connection', new Error('ECONNREFUSED')),
+    );
+    try {
+      const res = await call(service, hookRequest(hook, { patient: { emiratesId: '784-1990-6666666-6' } }));
+      expectOperationOutcome(res, 503);
+      expect(res.headers['retry-after']).toBe('5');
+      expect((res.body as OperationOutcome).issue[0]?.code).toBe('transient');
+    } finally {
+      failing.mockRestore();
+    }
   });
 });

@@ -202,6 +202,12 @@ export function hookRequest(
   };
 }
 
+/** Listens on a free local port; resolves to `http://127.0.0.1:<port>`. */
+export async function listen(server: Server): Promise<string> {
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  return `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+}
+
 export interface FhirStub {
   /** `http://127.0.0.1:<port>` */
   url: string;
@@ -230,8 +236,7 @@ export async function startFhirStub(data: PatientOptions = {}): Promise<FhirStub
     res.writeHead(answer.status, { 'Content-Type': 'application/fhir+json', ...answer.headers });
     res.end(answer.body === undefined ? '' : JSON.stringify(answer.body));
   });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  stub.url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  stub.url = await listen(server);
   stub.close = () =>
     new Promise<void>((resolve) => {
       server.closeAllConnections();

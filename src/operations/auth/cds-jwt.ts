@@ -6,18 +6,13 @@
  * registered cdsClient of one tenant, it is signed RS384 or ES384 by one of that client's keys,
  * `aud` is exactly the called service's URL under PUBLIC_BASE_URL, `exp` is at most five minutes
  * ahead, and its `jti` was never seen from that `iss` (remembered in the store, so every replica
- * refuses a replay). Every JWT and JWKS step is jose's, as for SMART (token-endpoint.ts).
+ * refuses a replay). The checks are the SMART client assertion's (token-endpoint.ts,
+ * verifyClientJwt: every JWT and JWKS step is jose's); only the words of a refusal are this file's.
  */
-import { decodeJwt, decodeProtectedHeader, jwtVerify } from 'jose';
 import type { CdsClient, Tenant } from '../../config.js';
 import { looksLikeJwt } from './access-tokens.js';
-import type { ClientKeys } from './token-endpoint.js';
-import { ASSERTION_ALGORITHMS, joseFailure } from './token-endpoint.js';
-
-/** The spec's upper bound on a CDS Client JWT's lifetime, as SMART's: five minutes. */
-const MAX_LIFETIME_S = 300;
-/** Clock skew allowed between the EHR and this service (as for SMART assertions). */
-const CLOCK_TOLERANCE_S = 30;
+import type { ClientJwtFailure, ClientKeys, TokenDeps } from './token-endpoint.js';
+import { ASSERTION_ALGORITHMS, ClientJwtError, unverifiedClaims, verifyClientJwt } from './token-endpoint.js';
 
 /** Why a CDS call was refused: counted for the operator, never with the token. */
 export type CdsRefusal =
@@ -54,12 +49,12 @@ export interface CdsJwtDeps {
   tenants: readonly Tenant[];
   keys: ClientKeys;
   /** Remembers a jti until it expires, across replicas (the store); false on a replay. */
-  rememberJti: (clientKey: string, jti: string, expiresAt: number, now: number) => Promise<boolean>;
+  rememberJti: TokenDeps['rememberJti'];
   now: () => number;
 }
 
 /** The registered cdsClient with this iss, and its tenant (an iss belongs to one tenant: config.ts). */
-export function findCdsClient(tenants: readonly Tenant[], iss: string): CdsCaller | null {
+function findCdsClient(tenants: readonly Tenant[], iss: string): CdsCaller | null {
   for (const tenant of tenants) {
     const client = tenant.cdsClients?.find((c) => c.iss === iss);
     if (client) return { tenant, client };
@@ -67,10 +62,11 @@ export function findCdsClient(tenants: readonly Tenant[], iss: string): CdsCalle
   return null;
 }
 
-/** What jose says of a failed verification, as a refusal. */
-function refusalOf(error: unknown): CdsAuthError {
-  const failure = joseFailure(error);
+/** A refused JWT in this service's words, naming no key or claim value. */
+function refusalOf(failure: ClientJwtFailure): CdsAuthError {
   switch (failure.kind) {
+    case 'not-a-jwt':
+      return new CdsAuthError('not-a-jwt', 'The bearer value is not a signed JWT');
     case 'expired':
       return new CdsAuthError('expired', 'The JWT has expired');
     case 'signature':
@@ -79,6 +75,8 @@ function refusalOf(error: unknown): CdsAuthError {
       return failure.claim === 'aud'
         ? new CdsAuthError('audience', "The JWT's aud is not this service's URL")
         : new CdsAuthError('claims', `The JWT's ${failure.claim ?? ''} claim is missing or not valid`);
+    case 'jti':
+      return new CdsAuthError('claims', "The JWT's jti claim is missing or not valid");
     case 'algorithm':
       return new CdsAuthError(
         'algorithm',
@@ -88,6 +86,10 @@ function refusalOf(error: unknown): CdsAuthError {
       return new CdsAuthError('keys-unavailable', "The issuer's key set could not be fetched");
     case 'other':
       return new CdsAuthError('claims', 'The JWT could not be verified');
+    case 'lifetime':
+      return new CdsAuthError('lifetime', 'The JWT expires more than five minutes ahead');
+    case 'replay':
+      return new CdsAuthError('replay', 'The JWT was already used (jti)');
   }
 }
 
@@ -102,52 +104,22 @@ export async function verifyCdsJwt(
 ): Promise<CdsCaller> {
   const token = /^Bearer\s+(\S+)\s*$/i.exec(authorization ?? '')?.[1];
   if (!token) throw new CdsAuthError('missing', 'Send Authorization: Bearer <JWT signed by the CDS Client>');
-  if (!looksLikeJwt(token)) throw new CdsAuthError('not-a-jwt', 'The bearer value is not a signed JWT');
-  // The header and iss are read unverified only to choose the client and its keys.
-  let alg: unknown;
-  let iss: unknown;
+  if (!looksLikeJwt(token)) throw refusalOf({ kind: 'not-a-jwt' });
   try {
-    alg = decodeProtectedHeader(token).alg;
-    iss = decodeJwt(token).iss;
-  } catch {
-    throw new CdsAuthError('not-a-jwt', 'The bearer value is not a signed JWT');
-  }
-  // Never `none` or HS*: a shared-secret algorithm would let anyone holding the public key sign.
-  if (typeof alg !== 'string' || !ASSERTION_ALGORITHMS.includes(alg))
-    throw new CdsAuthError('algorithm', `The JWT must be signed with ${ASSERTION_ALGORITHMS.join(' or ')}`);
-  const caller = typeof iss === 'string' ? findCdsClient(deps.tenants, iss) : null;
-  if (!caller) throw new CdsAuthError('unknown-issuer', 'The JWT issuer is not a registered CDS client');
-
-  const now = deps.now();
-  let exp: number;
-  let jti: string;
-  try {
-    const { payload } = await jwtVerify(token, deps.keys.forKeys(`cds:${caller.client.iss}`, caller.client), {
-      algorithms: ASSERTION_ALGORITHMS,
-      issuer: caller.client.iss,
-      audience: serviceUrl,
-      requiredClaims: ['exp', 'iat', 'jti'],
-      currentDate: new Date(now),
-      clockTolerance: CLOCK_TOLERANCE_S,
-    });
-    exp = payload.exp as number;
-    if (typeof payload.jti !== 'string' || payload.jti === '')
-      throw new CdsAuthError('claims', "The JWT's jti claim is missing or not valid");
-    jti = payload.jti;
+    const { iss } = unverifiedClaims(token);
+    const caller = typeof iss === 'string' ? findCdsClient(deps.tenants, iss) : null;
+    if (!caller) throw new CdsAuthError('unknown-issuer', 'The JWT issuer is not a registered CDS client');
+    // "jti ... used to protect against replay attacks": kept until the JWT expires. The key cannot
+    // meet a SMART client's (`<tenant>/<client id>`: a tenant id has no colon).
+    const replayKey = `cds:${caller.client.iss}`;
+    await verifyClientJwt(
+      token,
+      deps.keys.forKeys(replayKey, caller.client),
+      { issuer: caller.client.iss, audience: serviceUrl, requiredClaims: ['exp', 'iat', 'jti'], replayKey },
+      { now: deps.now(), rememberJti: deps.rememberJti },
+    );
+    return caller;
   } catch (error) {
-    if (error instanceof CdsAuthError) throw error;
-    throw refusalOf(error);
+    throw error instanceof ClientJwtError ? refusalOf(error.failure) : error;
   }
-  if (exp > Math.floor(now / 1000) + MAX_LIFETIME_S + CLOCK_TOLERANCE_S)
-    throw new CdsAuthError('lifetime', 'The JWT expires more than five minutes ahead');
-  // "jti ... used to protect against replay attacks": kept until the JWT expires. The key cannot
-  // meet a SMART client's (`<tenant>/<client id>`: a tenant id has no colon).
-  const fresh = await deps.rememberJti(
-    `cds:${caller.client.iss}`,
-    jti,
-    (exp + CLOCK_TOLERANCE_S) * 1000,
-    now,
-  );
-  if (!fresh) throw new CdsAuthError('replay', 'The JWT was already used (jti)');
-  return caller;
 }

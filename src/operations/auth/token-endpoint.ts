@@ -6,7 +6,7 @@
  * step is jose's.
  */
 import { createLocalJWKSet, createRemoteJWKSet, decodeJwt, decodeProtectedHeader, jwtVerify } from 'jose';
-import type { JSONWebKeySet } from 'jose';
+import type { JSONWebKeySet, JWTPayload } from 'jose';
 import type { SmartClient, Tenant } from '../../config.js';
 import type { AccessTokens } from './access-tokens.js';
 import { grantScopes, parseScope, parseScopes } from './scopes.js';
@@ -124,12 +124,12 @@ function findClient(
 }
 
 /** What went wrong in a jose verification, by kind (its error codes, read once for every caller). */
-export type JoseFailure =
+type JoseFailure =
   | { kind: 'expired' | 'signature' | 'algorithm' | 'keys-unavailable' | 'other' }
   | { kind: 'claim'; claim: string | undefined };
 
 /** The kind of a jose verification error (https://github.com/panva/jose, its `code`s). */
-export function joseFailure(error: unknown): JoseFailure {
+function joseFailure(error: unknown): JoseFailure {
   switch ((error as { code?: unknown }).code) {
     case 'ERR_JWT_EXPIRED':
       return { kind: 'expired' };
@@ -151,22 +151,144 @@ export function joseFailure(error: unknown): JoseFailure {
   }
 }
 
-/** What jose says of a failed verification, in words that name no key or claim value. */
-function verifyFailure(error: unknown): string {
-  const failure = joseFailure(error);
+/** Why a client's signed JWT was refused: jose's verdict, or one of the checks made around it. */
+export type ClientJwtFailure = JoseFailure | { kind: 'not-a-jwt' | 'jti' | 'lifetime' | 'replay' };
+
+/** A refused client JWT; each caller words it its own way (never naming a key or claim value). */
+export class ClientJwtError extends Error {
+  constructor(readonly failure: ClientJwtFailure) {
+    super(`client JWT refused (${failure.kind})`);
+    this.name = 'ClientJwtError';
+  }
+}
+
+/**
+ * The claims of a client's JWT, read unverified only to choose the client and its keys. Throws
+ * ClientJwtError when it is no JWS, or when its alg is not one of ASSERTION_ALGORITHMS (never
+ * `none` or HS*: a shared-secret algorithm would let anyone holding the public key sign).
+ */
+export function unverifiedClaims(token: string): JWTPayload {
+  let alg: unknown;
+  let claims: JWTPayload;
+  try {
+    alg = decodeProtectedHeader(token).alg;
+    claims = decodeJwt(token);
+  } catch {
+    throw new ClientJwtError({ kind: 'not-a-jwt' });
+  }
+  if (typeof alg !== 'string' || !ASSERTION_ALGORITHMS.includes(alg))
+    throw new ClientJwtError({ kind: 'algorithm' });
+  return claims;
+}
+
+/** What a client's JWT must carry besides a signature by one of its keys; where its jti is kept. */
+export interface ClientJwtExpected {
+  issuer: string;
+  subject?: string;
+  audience: string;
+  requiredClaims: string[];
+  /** The client's key among the remembered jtis (no other client's key can be the same). */
+  replayKey: string;
+}
+
+/**
+ * Verifies a client's signed JWT (a SMART client assertion, a CDS Client's call) with jose, then
+ * what jose leaves to us: a non-empty `jti`, an `exp` at most five minutes ahead, and a `jti`
+ * never seen under `replayKey`, remembered in the store until the JWT expires (so a replay to
+ * another replica is refused too). Throws ClientJwtError for a refusal; a store error passes.
+ */
+export async function verifyClientJwt(
+  token: string,
+  keys: KeySet,
+  expected: ClientJwtExpected,
+  deps: { now: number; rememberJti: TokenDeps['rememberJti'] },
+): Promise<void> {
+  const { now } = deps;
+  let exp: number;
+  let jti: string;
+  try {
+    const { payload } = await jwtVerify(token, keys, {
+      algorithms: ASSERTION_ALGORITHMS,
+      issuer: expected.issuer,
+      ...(expected.subject === undefined ? {} : { subject: expected.subject }),
+      audience: expected.audience,
+      requiredClaims: expected.requiredClaims,
+      currentDate: new Date(now),
+      clockTolerance: CLOCK_TOLERANCE_S,
+    });
+    exp = payload.exp as number;
+    if (typeof payload.jti !== 'string' || payload.jti === '') throw new ClientJwtError({ kind: 'jti' });
+    jti = payload.jti;
+  } catch (error) {
+    if (error instanceof ClientJwtError) throw error;
+    throw new ClientJwtError(joseFailure(error));
+  }
+  if (exp > Math.floor(now / 1000) + MAX_ASSERTION_LIFETIME_S + CLOCK_TOLERANCE_S)
+    throw new ClientJwtError({ kind: 'lifetime' });
+  const fresh = await deps.rememberJti(expected.replayKey, jti, (exp + CLOCK_TOLERANCE_S) * 1000, now);
+  if (!fresh) throw new ClientJwtError({ kind: 'replay' });
+}
+
+/** A refused client assertion as RFC 6749 words it, naming no key or claim value. */
+function assertionRefusal(failure: ClientJwtFailure): OAuthError {
+  const refused = (description: string) => new OAuthError('invalid_client', description, 401);
   switch (failure.kind) {
-    case 'expired':
-      return 'the client assertion has expired';
-    case 'signature':
-      return 'the client assertion is not signed by a key registered for the client';
-    case 'claim':
-      return `the client assertion's ${failure.claim ?? 'claims'} claim is not valid`;
+    case 'not-a-jwt':
+      return new OAuthError('invalid_client', 'client_assertion is not a signed JWT');
     case 'algorithm':
-      return `the client assertion must be signed with ${ASSERTION_ALGORITHMS.join(' or ')}`;
+      return new OAuthError(
+        'invalid_client',
+        `the client assertion must be signed with ${ASSERTION_ALGORITHMS.join(' or ')}`,
+      );
+    case 'jti':
+      return new OAuthError('invalid_client', 'jti is required');
+    case 'expired':
+      return refused('the client assertion has expired');
+    case 'signature':
+      return refused('the client assertion is not signed by a key registered for the client');
+    case 'claim':
+      return refused(`the client assertion's ${failure.claim ?? 'claims'} claim is not valid`);
     case 'keys-unavailable':
-      return "the client's key set could not be fetched";
+      return refused("the client's key set could not be fetched");
     case 'other':
-      return 'the client assertion could not be verified';
+      return refused('the client assertion could not be verified');
+    case 'lifetime':
+      return refused('the client assertion expires more than five minutes ahead');
+    case 'replay':
+      return refused('the client assertion was already used (jti)');
+  }
+}
+
+/** The registered client that signed the assertion, verified; OAuthError for every refusal. */
+async function assertingClient(
+  assertion: string,
+  deps: TokenDeps,
+  now: number,
+): Promise<{ tenant: Tenant; client: SmartClient }> {
+  try {
+    const { iss: issuer, sub: subject } = unverifiedClaims(assertion);
+    if (typeof issuer !== 'string' || issuer !== subject) {
+      throw new OAuthError('invalid_client', 'the client assertion needs iss and sub, both the client id');
+    }
+    const found = findClient(deps.tenants, issuer);
+    // 401 for an unknown client (RFC 6749 section 5.2: "client authentication failed").
+    if (!found) throw new OAuthError('invalid_client', 'unknown client', 401);
+    // backend-services.html: the jti is not reused while the assertion is valid.
+    await verifyClientJwt(
+      assertion,
+      deps.keys.of(found.client),
+      {
+        issuer: found.client.clientId,
+        subject: found.client.clientId,
+        audience: deps.tokenUrl,
+        requiredClaims: ['exp', 'jti'],
+        replayKey: `${found.tenant.id}/${found.client.clientId}`,
+      },
+      { now, rememberJti: deps.rememberJti },
+    );
+    return found;
+  } catch (error) {
+    throw error instanceof ClientJwtError ? assertionRefusal(error.failure) : error;
   }
 }
 
@@ -183,62 +305,8 @@ export async function issueToken(body: Record<string, unknown>, deps: TokenDeps)
   const assertion = required(body, 'client_assertion');
   const scopeText = field(body, 'scope') ?? '';
 
-  // The header and claims are read unverified only to choose the client and its keys.
-  let alg: unknown;
-  let issuer: unknown;
-  let subject: unknown;
-  try {
-    alg = decodeProtectedHeader(assertion).alg;
-    ({ iss: issuer, sub: subject } = decodeJwt(assertion));
-  } catch {
-    throw new OAuthError('invalid_client', 'client_assertion is not a signed JWT');
-  }
-  if (typeof alg !== 'string' || !ASSERTION_ALGORITHMS.includes(alg)) {
-    throw new OAuthError(
-      'invalid_client',
-      `the client assertion must be signed with ${ASSERTION_ALGORITHMS.join(' or ')}`,
-    );
-  }
-  if (typeof issuer !== 'string' || issuer !== subject) {
-    throw new OAuthError('invalid_client', 'the client assertion needs iss and sub, both the client id');
-  }
-  const found = findClient(deps.tenants, issuer);
-  // 401 for an unknown client (RFC 6749 section 5.2: "client authentication failed").
-  if (!found) throw new OAuthError('invalid_client', 'unknown client', 401);
-
   const now = deps.now();
-  let exp: number;
-  let jti: string;
-  try {
-    const { payload } = await jwtVerify(assertion, deps.keys.of(found.client), {
-      algorithms: ASSERTION_ALGORITHMS,
-      issuer: found.client.clientId,
-      subject: found.client.clientId,
-      audience: deps.tokenUrl,
-      requiredClaims: ['exp', 'jti'],
-      currentDate: new Date(now),
-      clockTolerance: CLOCK_TOLERANCE_S,
-    });
-    exp = payload.exp as number;
-    if (typeof payload.jti !== 'string' || payload.jti === '')
-      throw new OAuthError('invalid_client', 'jti is required');
-    jti = payload.jti;
-  } catch (error) {
-    if (error instanceof OAuthError) throw error;
-    throw new OAuthError('invalid_client', verifyFailure(error), 401);
-  }
-  if (exp > Math.floor(now / 1000) + MAX_ASSERTION_LIFETIME_S + CLOCK_TOLERANCE_S) {
-    throw new OAuthError('invalid_client', 'the client assertion expires more than five minutes ahead', 401);
-  }
-  // backend-services.html: the jti is not reused while the assertion is valid; remembered in the
-  // store until it expires, so a replay to another replica is refused too.
-  const fresh = await deps.rememberJti(
-    `${found.tenant.id}/${found.client.clientId}`,
-    jti,
-    (exp + CLOCK_TOLERANCE_S) * 1000,
-    now,
-  );
-  if (!fresh) throw new OAuthError('invalid_client', 'the client assertion was already used (jti)', 401);
+  const found = await assertingClient(assertion, deps, now);
 
   const asked = parseScopes(scopeText);
   if (asked.scopes.length === 0) {

@@ -34,7 +34,7 @@ export interface Card {
 
 /** The spec: "summary ... SHALL be less than 140 characters". */
 export const MAX_SUMMARY = 139;
-export const SOURCE_LABEL = 'Insurance eligibility (payer portal)';
+const SOURCE_LABEL = 'Insurance eligibility (payer portal)';
 
 /** What a card may show of a check; everything else comes from the check itself. */
 export interface CardContext {
@@ -44,9 +44,9 @@ export interface CardContext {
 }
 
 /** The words of an answer: what the desk reads first. */
-export type AnswerKind = 'eligible' | 'not-eligible' | 'member-not-found' | 'checking' | 'needs-operator';
+type AnswerKind = 'eligible' | 'not-eligible' | 'member-not-found' | 'checking' | 'needs-operator';
 
-export function answerKind(check: Pick<Check, 'state' | 'outcome' | 'cer'>): AnswerKind {
+function answerKind(check: Pick<Check, 'state' | 'outcome' | 'cer'>): AnswerKind {
   if (!isAnswered(check)) return 'checking';
   const cer = check.cer;
   if (cer.outcome === 'complete' || cer.outcome === 'partial') {
@@ -147,7 +147,7 @@ export function bounded(text: string, suffix = ''): string {
 }
 
 /** The link to the answer on the front-desk page (app/main.js opens `#answer=<id>`). */
-export function answerLink(baseUrl: string, checkId: string): Card['links'] {
+function answerLink(baseUrl: string, checkId: string): Card['links'] {
   return [
     {
       label: 'Open the answer',

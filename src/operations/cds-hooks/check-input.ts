@@ -27,13 +27,13 @@ import type { CheckInput } from '../../mapping/types.js';
 import type { PatientData } from './prefetch.js';
 
 /** The system of an appointment's request identifier (the contract's name). */
-export const CDS_APPOINTMENT_SYSTEM = `${CANONICAL_BASE}/cds-appointment`;
+const CDS_APPOINTMENT_SYSTEM = `${CANONICAL_BASE}/cds-appointment`;
 
 /** Where resources without a server of their own are placed in the Bundle (never fetched). */
 const NO_SERVER = 'https://cds-client.invalid/fhir';
 
 /** The Appointment's serviceCategory or appointmentType coding the visit-type table knows, if any. */
-export function visitCategoryOf(appointment: Appointment | undefined): Coding | undefined {
+function visitCategoryOf(appointment: Appointment | undefined): Coding | undefined {
   const concepts: CodeableConcept[] = [
     ...(appointment?.serviceCategory ?? []),
     ...(appointment?.appointmentType ? [appointment.appointmentType] : []),
@@ -223,8 +223,8 @@ export async function checkInputs(
 
 /** What patient-view needs to find the patient's answers: the identifier and each Coverage's payer. */
 export interface LookupKeys {
-  /** The patient identifier a check would use (`system|value` and the bare value); null when none. */
-  patient: { key: string; value: string } | null;
+  /** The patient identifier a check would use (system '' when it has none); null when none. */
+  patient: { system: string; value: string } | null;
   /** Each Coverage's payer code, by index; undefined when it cannot be read (the full parse says why). */
   payers: (string | undefined)[];
 }
@@ -274,7 +274,7 @@ export async function lookupKeys(data: PatientData, fhirServer: string | undefin
       coverageTargets,
       'prefetch.patient.identifier',
     );
-    patient = { key: identity.key, value: identity.value };
+    patient = { system: identity.identifier.system ?? '', value: identity.value };
   } catch {
     patient = null;
   }

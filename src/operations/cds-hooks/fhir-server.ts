@@ -33,7 +33,7 @@ export interface FhirServerLimits {
   maxRedirects: number;
 }
 
-export const DEFAULT_FHIR_SERVER_LIMITS: FhirServerLimits = {
+const DEFAULT_FHIR_SERVER_LIMITS: FhirServerLimits = {
   timeoutMs: 3000,
   maxBytes: 2 * 1024 * 1024,
   maxRedirects: 2,

@@ -16,7 +16,7 @@ import { checkCard, problemCard, scrubberOf, type Card, type CardContext } from 
 import { checkInputs, coverageParser, lookupKeys, type HookCheck, type LookupKeys } from './check-input.js';
 import type { GuardedFhirClient } from './fhir-server.js';
 import { patientData } from './prefetch.js';
-import { appointmentsOf, readCdsRequest, type CdsRequest } from './request.js';
+import { appointmentsOf, readCdsRequest } from './request.js';
 import { startedAt } from './visit-time.js';
 
 export interface HookDeps {
@@ -80,14 +80,14 @@ export async function appointmentBook(
           ? `${request.hookInstance}/${booked.key}`
           : `${request.hookInstance}/${booked.key}/${payer}`,
     });
-    const inputs = checks.flatMap((c) => ('input' in c ? [c.input] : []));
+    const cardContext = context(checks.flatMap((c) => ('input' in c ? [c.input] : [])));
     const started = startedAt(
       booked.appointment.start,
       deps.checks.previsitSettings(caller.tenant),
       deps.now(),
     );
     for (const entry of checks) {
-      const card = await cardOf(entry, caller.tenant, deps, context(inputs), { started });
+      const card = await cardOf(entry, caller.tenant, deps, cardContext, { started });
       cards.push(card.card);
       if (card.checkId) checkIds.push(card.checkId);
     }
@@ -160,10 +160,9 @@ async function patientHistory(
   patient: LookupKeys['patient'],
 ): Promise<Check[]> {
   if (patient === null) return [];
-  const system = patient.key.slice(0, patient.key.length - patient.value.length - 1);
   const { checks: found } = await checks.store.search(
     tenant.id,
-    { patient: [[{ system, value: patient.value }]] },
+    { patient: [[patient]] },
     { count: 50, offset: 0, total: false },
   );
   return found.filter((c) => !c.isSearchAll);
@@ -205,5 +204,3 @@ function noCoverageCard(context: CardContext): Card {
     context,
   );
 }
-
-export type { CdsRequest };
