@@ -44,8 +44,6 @@ import { parsePercent } from '../../upstream/contract.js';
 
 const XHTML_NS = 'http://www.w3.org/1999/xhtml';
 
-export { escapeXml };
-
 /** An ISO instant as people read it at a desk: `2026-11-22 09:58 UTC`. */
 function when(instant: string | undefined): string {
   if (!instant) return 'an unknown time';
