@@ -264,7 +264,7 @@ function documents(cer, onOpen) {
 // ---------------------------------------------------------------- the estimate
 
 /** The found member's coverage in force: an estimate can be asked for. */
-export const canEstimate = (cer) =>
+const canEstimate = (cer) =>
   cer.outcome !== 'error' &&
   cer.outcome !== 'queued' &&
   (cer.insurance ?? []).some((i) => i.inforce === true);

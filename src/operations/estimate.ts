@@ -9,23 +9,16 @@
  */
 import type { Coding, CoverageEligibilityResponse, Money, ParametersParameter } from 'fhir/r4.js';
 import type { CheckService } from '../checks/service.js';
-import {
-  OperationOutcomeError,
-  badRequest,
-  notFound,
-  outcome,
-  outcomeOf,
-  unprocessable,
-} from '../fhir/outcomes.js';
+import { OperationOutcomeError, badRequest, outcome, outcomeOf, unprocessable } from '../fhir/outcomes.js';
 import { echo } from '../fhir/text.js';
 import { validateFhir } from '../fhir/validator.js';
 import { BENEFIT_CATEGORY_SYSTEM, SERVICE_CATEGORY_SYSTEM } from '../mapping/response/codes.js';
 import type { EstimateItem } from '../mapping/response/estimate.js';
 import { ESTIMATE_CURRENCY, estimateClaimResponse, estimateItems } from '../mapping/response/estimate.js';
 import { isFoundInForce, serviceCategoryOf } from '../mapping/response/visit-summary.js';
+import { findCheck } from './read.js';
 import type { FhirAnswer, FhirRequest } from './types.js';
 
-const ID = /^[A-Za-z0-9\-.]{1,64}$/;
 /** Categories the operation takes (the contract): a coding of another system is refused. */
 const CATEGORY_SYSTEMS = [SERVICE_CATEGORY_SYSTEM, BENEFIT_CATEGORY_SYSTEM];
 /** Fees up to AED 100,000,000 (a bound that keeps the arithmetic in fils exact). */
@@ -131,9 +124,7 @@ export interface EstimateDeps {
 }
 
 export async function estimate(req: FhirRequest, deps: EstimateDeps): Promise<FhirAnswer> {
-  const id = req.params.id ?? '';
-  const check = ID.test(id) ? await deps.checks.get(req.tenant.id, id) : null;
-  if (!check) throw notFound(`CoverageEligibilityResponse/${id} is not known`);
+  const check = await findCheck(req, deps.checks, 'CoverageEligibilityResponse');
   // Input first: a bad body is a 400/422 whatever the CER.
   const asked = estimateInput(req.body);
   const why = refusal(check.cer);

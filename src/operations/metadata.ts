@@ -9,7 +9,12 @@ import type {
   CapabilityStatementRestSecurity,
 } from 'fhir/r4.js';
 import { ELIGIBILITY_FINAL_TOPIC } from '../checks/store/subscription-store.js';
-import { CANONICAL_BASE, canonical } from '../fhir/canonical.js';
+import { canonical } from '../fhir/canonical.js';
+import {
+  ESTIMATE_OPERATION_ID,
+  SUBMIT_OPERATION_ID,
+  VALIDATE_OPERATION_ID,
+} from '../mapping/conformance/operations.js';
 import { SERVICED_PARAMETER_ID } from '../mapping/conformance/search-parameters.js';
 
 export interface CapabilityFeatures {
@@ -84,9 +89,9 @@ function subscriptionResources(): CapabilityStatementRestResource[] {
 }
 
 /** The service's own OperationDefinitions (src/mapping/conformance/operations.ts), readable here. */
-const SUBMIT_DEFINITION = `${CANONICAL_BASE}/OperationDefinition/CoverageEligibilityRequest-submit`;
-const VALIDATE_DEFINITION = `${CANONICAL_BASE}/OperationDefinition/CoverageEligibilityRequest-validate`;
-const ESTIMATE_DEFINITION = `${CANONICAL_BASE}/OperationDefinition/CoverageEligibilityResponse-estimate`;
+const SUBMIT_DEFINITION = canonical('OperationDefinition', SUBMIT_OPERATION_ID);
+const VALIDATE_DEFINITION = canonical('OperationDefinition', VALIDATE_OPERATION_ID);
+const ESTIMATE_DEFINITION = canonical('OperationDefinition', ESTIMATE_OPERATION_ID);
 
 const BATCH_DOC =
   'The id of a batch (the batch-response Bundle.id): the checks its entries started or found again; comma = OR';

@@ -10,6 +10,14 @@ import type { FhirAnswer, FhirRequest } from './types.js';
 
 const ID = /^[A-Za-z0-9\-.]{1,64}$/;
 
+/** The tenant's check of the request's id, else 404 naming `type` (another tenant's id is 404). */
+export async function findCheck(req: FhirRequest, checks: CheckService, type: string) {
+  const id = req.params.id ?? '';
+  const check = ID.test(id) ? await checks.get(req.tenant.id, id) : null;
+  if (!check) throw notFound(`${type}/${id} is not known`);
+  return check;
+}
+
 /** True when an If-None-Match value names this version (weak or strong, or *). */
 function matches(ifNoneMatch: string | undefined, version: number): boolean {
   if (!ifNoneMatch) return false;

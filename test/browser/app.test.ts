@@ -14,6 +14,7 @@ import { mapEnvelope } from '../../src/mapping/response/index.js';
 import { envelopeSchema } from '../../src/upstream/contract.js';
 import type { Harness } from '../support/harness.js';
 import { TENANT_A_KEY, startHarness } from '../support/harness.js';
+import { NARRATIVE_ELEMENTS } from '../support/narrative.js';
 import type { Watched } from './support.js';
 import { launchChromium, runCheck, signIn, watchedPage } from './support.js';
 
@@ -530,25 +531,11 @@ describe('the narrative as XHTML', () => {
     expect(divs.length).toBeGreaterThan(10);
     if (launchError) throw launchError;
     const page = await browser.newPage();
-    const problems = await page.evaluate((list) => {
+    const input = { list: divs, elements: [...NARRATIVE_ELEMENTS] };
+    const problems = await page.evaluate(({ list, elements }) => {
       // https://hl7.org/fhir/R4/narrative.html: txt-1 (basic XHTML only: no script, style, form,
       // event attribute), txt-2 (non-whitespace content).
-      const allowed = new Set([
-        'div',
-        'p',
-        'b',
-        'h2',
-        'h3',
-        'ul',
-        'li',
-        'table',
-        'thead',
-        'tbody',
-        'tr',
-        'th',
-        'td',
-        'a',
-      ]);
+      const allowed = new Set(elements);
       const out: string[] = [];
       for (const { file, div } of list) {
         const doc = new DOMParser().parseFromString(div, 'application/xhtml+xml');
@@ -565,7 +552,7 @@ describe('the narrative as XHTML', () => {
         if ((root.textContent ?? '').trim() === '') out.push(`${file}: empty`);
       }
       return out;
-    }, divs);
+    }, input);
     await page.close();
     expect(problems).toEqual([]);
   });

@@ -14,11 +14,13 @@ import {
   queuedCer,
   stillCheckingCer,
 } from '../../src/mapping/response/index.js';
-import { escapeXml, narrativeOf, withNarrative } from '../../src/mapping/response/narrative.js';
+import { narrativeOf, withNarrative } from '../../src/mapping/response/narrative.js';
+import { escapeXml } from '../../src/mapping/response/xhtml.js';
 import type { CerContext } from '../../src/mapping/types.js';
 import type { Envelope } from '../../src/upstream/contract.js';
 import { envelopeSchema } from '../../src/upstream/contract.js';
 import { expectValidFhir } from '../support/fhir.js';
+import { NARRATIVE_ELEMENTS } from '../support/narrative.js';
 
 const MAPPING_DIR = new URL('../fixtures/mapping/', import.meta.url);
 
@@ -90,23 +92,7 @@ function expectNarrativeRules(cer: CoverageEligibilityResponse): void {
   expect(div.startsWith('<div xmlns="http://www.w3.org/1999/xhtml">')).toBe(true);
   expect(div.endsWith('</div>')).toBe(true);
   const tags = [...div.matchAll(/<\/?([a-z0-9]+)/g)].map((m) => m[1]);
-  for (const tag of tags)
-    expect([
-      'div',
-      'p',
-      'b',
-      'h2',
-      'h3',
-      'ul',
-      'li',
-      'table',
-      'thead',
-      'tbody',
-      'tr',
-      'th',
-      'td',
-      'a',
-    ]).toContain(tag);
+  for (const tag of tags) expect(NARRATIVE_ELEMENTS).toContain(tag);
   // The only attributes: the xhtml namespace and the documents' links.
   for (const [, name] of div.matchAll(/\s([a-z-]+)="/g)) expect(['xmlns', 'href']).toContain(name);
   expect(div).not.toMatch(/<[^>]*\son[a-z]+=/i);

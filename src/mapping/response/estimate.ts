@@ -39,11 +39,8 @@ export interface ItemEstimate {
 
 const amount = (value: number) => ({ value, currency: ESTIMATE_CURRENCY });
 
-function adjudication(code: 'submitted' | 'copay' | 'benefit', value: number): Adjudication {
-  return { category: { coding: [{ system: ADJUDICATION_SYSTEM, code }] }, amount: amount(value) };
-}
-
-function total(code: 'submitted' | 'copay' | 'benefit', value: number): Total {
+/** An amount in an adjudication category: an item's adjudication and a total have the same shape. */
+function adjudication(code: 'submitted' | 'copay' | 'benefit', value: number): Adjudication & Total {
   return { category: { coding: [{ system: ADJUDICATION_SYSTEM, code }] }, amount: amount(value) };
 }
 
@@ -102,11 +99,11 @@ export function estimateClaimResponse(
     if (share) adjudications.push(adjudication('copay', share.copay), adjudication('benefit', share.benefit));
     return { itemSequence: index + 1, noteNumber: [...new Set(numbers)], adjudication: adjudications };
   });
-  const totals = [total('submitted', sum(estimates.map((e) => e.item.fee)))];
+  const totals = [adjudication('submitted', sum(estimates.map((e) => e.item.fee)))];
   if (estimates.every((e) => e.share !== undefined)) {
     totals.push(
-      total('copay', sum(estimates.map((e) => e.share?.copay ?? 0))),
-      total('benefit', sum(estimates.map((e) => e.share?.benefit ?? 0))),
+      adjudication('copay', sum(estimates.map((e) => e.share?.copay ?? 0))),
+      adjudication('benefit', sum(estimates.map((e) => e.share?.benefit ?? 0))),
     );
   } else {
     note('No total patient share: at least one item has no estimated share (see its notes).');

@@ -215,6 +215,7 @@ export function itemsOf(shares: CostShare[], gpReferral: boolean | undefined): I
 const NESTED = '.cost_sharing';
 const BENEFIT_SOURCE = extensionUrl('benefit-source');
 
-function sourceOf(item: Item): string | undefined {
+/** Where in the portal's answer an item's figures come from (its benefit-source extension). */
+export function sourceOf(item: Item): string | undefined {
   return item.extension?.find((e) => e.url === BENEFIT_SOURCE)?.valueString;
 }

@@ -28,7 +28,7 @@ import type {
   Narrative,
 } from 'fhir/r4.js';
 import type { ExtensionId } from './codes.js';
-import { SERVICE_CATEGORY_SYSTEM, extensionUrl } from './codes.js';
+import { extensionUrl } from './codes.js';
 import { benefitsByType } from './benefit-model.js';
 import type { IndexedItem, VisitSummary } from './visit-summary.js';
 import {
@@ -43,8 +43,6 @@ import { escapeXml } from './xhtml.js';
 import { parsePercent } from '../../upstream/contract.js';
 
 const XHTML_NS = 'http://www.w3.org/1999/xhtml';
-
-export { escapeXml };
 
 /** An ISO instant as people read it at a desk: `2026-11-22 09:58 UTC`. */
 function when(instant: string | undefined): string {
@@ -299,7 +297,8 @@ interface Row {
   notes: string[];
 }
 
-function rowOf(item: Item): Row {
+/** The row of an indexed item (its category code read once, by indexItems). */
+function rowOf({ item, code }: IndexedItem): Row {
   const byType = benefitsByType(item);
   const { percent, amount, maximum } = byType;
   const description = descriptionOf(item);
@@ -316,7 +315,7 @@ function rowOf(item: Item): Row {
   const shown: (Benefit | undefined)[] = silentBenefits(item, amount, byType.deductible);
   shown.push(percent, amount, maximum);
   return {
-    code: item.category?.coding?.find((c) => c.system === SERVICE_CATEGORY_SYSTEM)?.code ?? name,
+    code: code ?? name,
     name,
     label: categoryFor(name).code,
     network: item.network?.text,
@@ -358,10 +357,10 @@ function fill(row: Row, other: Row): void {
  * The rows of one block: the same fact (category, figures, and the same network or one not
  * named) once, what each copy adds kept, each note once.
  */
-function blockRows(items: readonly Item[]): Row[] {
+function blockRows(entries: readonly IndexedItem[]): Row[] {
   const rows: Row[] = [];
-  for (const item of items) {
-    const row = rowOf(item);
+  for (const entry of entries) {
+    const row = rowOf(entry);
     const same = rows.find((r) => sameFact(r, row));
     if (same) fill(same, row);
     else rows.push(row);
@@ -410,12 +409,12 @@ const NO_BLOCK = 'Other benefits (no block named by the portal)';
  */
 function itemTables(index: readonly IndexedItem[]): string {
   if (index.length === 0) return '';
-  const groups = new Map<string, Item[]>();
-  for (const { item, block: named } of index) {
-    const block = named ?? NO_BLOCK;
+  const groups = new Map<string, IndexedItem[]>();
+  for (const entry of index) {
+    const block = entry.block ?? NO_BLOCK;
     const group = groups.get(block);
-    if (group) group.push(item);
-    else groups.set(block, [item]);
+    if (group) group.push(entry);
+    else groups.set(block, [entry]);
   }
   // The table's blocks in its order, then the others in the answer's order.
   let html = '';
@@ -429,9 +428,9 @@ function itemTables(index: readonly IndexedItem[]): string {
   return html;
 }
 
-function blockTable(block: string, items: readonly Item[]): string {
+function blockTable(block: string, entries: readonly IndexedItem[]): string {
   const title = block === NO_BLOCK ? block : `${block} benefits`;
-  return `<h3>${escapeXml(title)}</h3>${tableOf(blockRows(items))}`;
+  return `<h3>${escapeXml(title)}</h3>${tableOf(blockRows(entries))}`;
 }
 
 /** The GP-referral rule: the portal's is_gatekeeper value always shown when it gave one. */

@@ -20,14 +20,10 @@ import type {
   CoverageEligibilityResponseInsuranceItem as Item,
 } from 'fhir/r4.js';
 import { DEFAULT_VISIT_TYPE, visitTypeOf } from '../request/tables.js';
-import {
-  BENEFIT_CATEGORY_SYSTEM,
-  BENEFIT_NETWORK_SYSTEM,
-  SERVICE_CATEGORY_SYSTEM,
-  extensionUrl,
-} from './codes.js';
+import { BENEFIT_CATEGORY_SYSTEM, BENEFIT_NETWORK_SYSTEM, SERVICE_CATEGORY_SYSTEM } from './codes.js';
 import type { BenefitModel, ShareRule } from './benefit-model.js';
 import { benefitModelOf, money, shareRuleOf } from './benefit-model.js';
+import { sourceOf } from './items.js';
 import { escapeXml } from './xhtml.js';
 import type { ServiceCategory } from './vocabulary.js';
 import { blockNamed, categoryByCode, categoryFor, serviceCategories, usualCategories } from './vocabulary.js';
@@ -56,7 +52,6 @@ export interface VisitSummary {
 }
 
 const DEFAULT_BLOCK = 'Outpatient';
-const SOURCE_URL = extensionUrl('benefit-source');
 const FORM_SOURCE = 'copay_details_to_fill[';
 const BENEFITS_SOURCE = 'copay_analysis.new_version_of_copay_analysis.';
 
@@ -95,18 +90,11 @@ export function askedCategories(
   return found.length > 0 ? found : usualCategories();
 }
 
-function sourceOf(item: Item): string {
-  return item.extension?.find((e) => e.url === SOURCE_URL)?.valueString ?? '';
-}
-
 /**
- * The portal block an item belongs to: its copay_details_to_fill block (the first part of its
- * name), else the visit setting its name carries (Outpatient, Maternity...); undefined when none.
+ * The portal block of an item of this name: a form block's (`isForm`: copay_details_to_fill) is the
+ * first part of its name, any other's the visit setting its name carries (Outpatient,
+ * Maternity...); undefined when none.
  */
-export function blockOf(item: Item): string | undefined {
-  return blockFrom(item.name ?? '', sourceOf(item).startsWith(FORM_SOURCE));
-}
-
 function blockFrom(name: string, isForm: boolean): string | undefined {
   // indexOf, not split: this runs for every item of every narrative.
   let end = name.indexOf(SEPARATOR);
@@ -153,7 +141,7 @@ export function indexItems(items: readonly Item[]): IndexedItem[] {
   const index: IndexedItem[] = [];
   for (let order = 0; order < items.length; order += 1) {
     const item = items[order]!;
-    const source = sourceOf(item);
+    const source = sourceOf(item) ?? '';
     const isForm = source.startsWith(FORM_SOURCE);
     const rank = isForm ? 2 : source.startsWith(BENEFITS_SOURCE) ? 1 : 0;
     index.push({
@@ -306,7 +294,7 @@ function lineOf(index: readonly IndexedItem[], category: ServiceCategory, withNo
   const notes = withNotes ? notesOf(rule, model, label) : [];
   if (withNotes && (block !== undefined || network !== undefined))
     notes.unshift(
-      `${label}: figures of the portal's ${block ? `${block} block` : 'answer'}${network ? `, network ${network}` : ''} (${chosen.name ?? sourceOf(chosen)}).`,
+      `${label}: figures of the portal's ${block ? `${block} block` : 'answer'}${network ? `, network ${network}` : ''} (${chosen.name ?? sourceOf(chosen) ?? ''}).`,
     );
   // What the other items of the category say, when it differs: the portal's answer is shown, not hidden.
   if (candidates) notes.push(...othersSay(candidates.slice(1), body, category));
