@@ -66,8 +66,8 @@ export const JSON_COLUMNS: ReadonlySet<CheckColumn> = new Set([
   'answer',
 ]);
 
-const OUTCOMES: readonly string[] = ['queued', 'complete', 'error', 'partial'];
-const GUARD_KINDS: readonly string[] = ['credentials', 'backoff'];
+const OUTCOMES: readonly CerOutcome[] = ['queued', 'complete', 'error', 'partial'];
+const GUARD_KINDS: readonly GuardKind[] = ['credentials', 'backoff'];
 
 /**
  * The value part of a `system|value` key (the patient's, or the request identifier's). Stored in its own column so a search with a
@@ -235,6 +235,14 @@ export function text(row: Row, column: string): string {
   return value;
 }
 
+/** A text column that holds one of a fixed set of values (a state, a status, a kind). */
+export function oneOf<T extends string>(row: Row, column: string, values: readonly T[]): T {
+  const value = text(row, column);
+  const found = values.find((v) => v === value);
+  if (found === undefined) throw new CorruptRowError(column, value);
+  return found;
+}
+
 export function nullableText(row: Row, column: string): string | null {
   return row[column] === null || row[column] === undefined ? null : text(row, column);
 }
@@ -273,16 +281,11 @@ function resource<T extends { resourceType: string }>(
 }
 
 function state(row: Row): CheckState {
-  const value = text(row, 'state');
-  const found = CHECK_STATES.find((s) => s === value);
-  if (!found) throw new CorruptRowError('state', value);
-  return found;
+  return oneOf(row, 'state', CHECK_STATES);
 }
 
 export function outcome(row: Row): CerOutcome {
-  const value = text(row, 'outcome');
-  if (!OUTCOMES.includes(value)) throw new CorruptRowError('outcome', value);
-  return value as CerOutcome;
+  return oneOf(row, 'outcome', OUTCOMES);
 }
 
 /** The columns of CheckDocuments (rowToDocuments). */
@@ -361,12 +364,11 @@ export function rowToCheck(row: Row, readJson: (value: unknown) => unknown): Che
 
 /** A `payer_guards` row as a Guard. */
 export function rowToGuard(row: Row): Guard {
-  const kind = text(row, 'kind');
-  if (!GUARD_KINDS.includes(kind)) throw new CorruptRowError('kind', kind);
+  const kind = oneOf(row, 'kind', GUARD_KINDS);
   return {
     tenantId: text(row, 'tenant_id'),
     payerCode: text(row, 'payer_code'),
-    kind: kind as GuardKind,
+    kind,
     until: nullableInt(row, 'until_at'),
     reason: text(row, 'reason'),
     openedAt: int(row, 'opened_at'),

@@ -15,7 +15,7 @@ import type {
   NewAppointment,
 } from './appointment-store.js';
 import type { Check, DateRange, NewCheck } from './check-store.js';
-import { int, nullableInt, nullableText, text } from './rows.js';
+import { int, nullableInt, nullableText, oneOf, text } from './rows.js';
 import type { Row } from './rows.js';
 import type { Dialect, Mode, SqlDriver, Work } from './driver.js';
 import { Params, query, rangeCondition } from './driver.js';
@@ -26,13 +26,7 @@ const DUE = `state = 'scheduled' AND due_at <= $1 AND (lease_until IS NULL OR le
 /** How the check store inserts a check inside another piece of work (sql-store.ts). */
 export type CheckInserting = (check: NewCheck) => Work<{ check: Check; created: boolean }>;
 
-function isState(value: string): value is AppointmentState {
-  return (APPOINTMENT_STATES as readonly string[]).includes(value);
-}
-
 function rowToAppointment(row: Row, readJson: (value: unknown) => unknown): Appointment {
-  const state = text(row, 'state');
-  if (!isState(state)) throw new Error(`appointment ${text(row, 'id')} has an unknown state`);
   return {
     id: text(row, 'id'),
     tenantId: text(row, 'tenant_id'),
@@ -43,7 +37,7 @@ function rowToAppointment(row: Row, readJson: (value: unknown) => unknown): Appo
     recheckId: nullableText(row, 'recheck_id'),
     startAt: int(row, 'start_at'),
     dueAt: int(row, 'due_at'),
-    state,
+    state: oneOf(row, 'state', APPOINTMENT_STATES),
     leaseOwner: nullableText(row, 'lease_owner'),
     leaseUntil: nullableInt(row, 'lease_until'),
     createdAt: int(row, 'created_at'),

@@ -17,7 +17,7 @@ import type {
   SubscriptionStatus,
   SubscriptionStore,
 } from './subscription-store.js';
-import { bool, int, nullableInt, nullableText, text } from './rows.js';
+import { bool, int, nullableInt, nullableText, oneOf, text } from './rows.js';
 import type { Row } from './rows.js';
 import type { Dialect, SqlDriver, Work } from './driver.js';
 import { query } from './driver.js';
@@ -40,18 +40,12 @@ const DUE = `status IN ('requested', 'active') AND next_attempt_at <= $1
   AND (lease_until IS NULL OR lease_until <= $1)
   AND (handshake_due = $2 OR delivered_through < events_count OR heartbeat_at <= $1 OR end_at <= $1)`;
 
-function isStatus(value: string): value is SubscriptionStatus {
-  return (SUBSCRIPTION_STATUSES as readonly string[]).includes(value);
-}
-
 function rowToSubscription(row: Row, readJson: (value: unknown) => unknown): StoredSubscription {
-  const status = text(row, 'status');
-  if (!isStatus(status)) throw new Error(`subscription ${text(row, 'id')} has an unknown status`);
   return {
     id: text(row, 'id'),
     tenantId: text(row, 'tenant_id'),
     topic: text(row, 'topic'),
-    status,
+    status: oneOf(row, 'status', SUBSCRIPTION_STATUSES),
     resource: readJson(row.resource) as Subscription,
     filter: readJson(row.filter) as EventFilter,
     eventsCount: int(row, 'events_count'),
