@@ -5,7 +5,6 @@
  * task added to the payer's history. (The schedule itself: poll-schedule.test.ts.)
  */
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import type { Tenant } from '../../src/config.js';
 import type { LifecycleDeps } from '../../src/checks/lifecycle.js';
 import { advanceCheck } from '../../src/checks/lifecycle.js';
 import { PayerDurationBook } from '../../src/checks/payer-durations.js';
@@ -18,14 +17,9 @@ import { createLogger } from '../../src/log.js';
 import { parseSubmit } from '../../src/mapping/request/parse-submit.js';
 import type { Envelope } from '../../src/upstream/contract.js';
 import { eligibilityRequest } from '../support/requests.js';
+import { LIFECYCLE_TENANT } from '../support/tenants.js';
 
-const TENANT: Tenant = {
-  id: 'clinic-a',
-  apiKeyHashes: [],
-  upstream: { apiKey: 'k', clinicId: 'c', clientId: 'e' },
-  practiceId: 'P-1',
-  maxInFlight: 3,
-};
+const TENANT = LIFECYCLE_TENANT;
 const POLL = 5000;
 const MIN_GAP = 1000;
 const T0 = Date.parse('2026-11-23T08:00:00Z');

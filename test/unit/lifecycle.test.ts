@@ -21,14 +21,9 @@ import type { Envelope } from '../../src/upstream/contract.js';
 import { expectValidFhir } from '../support/fhir.js';
 import { eligibilityRequest } from '../support/requests.js';
 import type { RequestOptions } from '../support/requests.js';
+import { LIFECYCLE_TENANT } from '../support/tenants.js';
 
-const TENANT: Tenant = {
-  id: 'clinic-a',
-  apiKeyHashes: [],
-  upstream: { apiKey: 'k', clinicId: 'c', clientId: 'e' },
-  practiceId: 'P-1',
-  maxInFlight: 3,
-};
+const TENANT = LIFECYCLE_TENANT;
 const TIMEOUT = 300_000;
 /** The poll interval and the slow interval used past the timeout (deps() below). */
 const POLL = 5000;

@@ -8,7 +8,6 @@
 import express from 'express';
 import request from 'supertest';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import type { Tenant } from '../../src/config.js';
 import type { LifecycleDeps } from '../../src/checks/lifecycle.js';
 import { advanceCheck } from '../../src/checks/lifecycle.js';
 import { newCheckOf } from '../../src/checks/service.js';
@@ -34,6 +33,7 @@ import type { Envelope } from '../../src/upstream/contract.js';
 import { captureLogger } from '../support/harness.js';
 import { expectValidFhir } from '../support/fhir.js';
 import { eligibilityRequest } from '../support/requests.js';
+import { LIFECYCLE_TENANT } from '../support/tenants.js';
 
 describe('which driver errors mean the store is unavailable', () => {
   it('PostgreSQL: connection exceptions, shutdown, full disk, a standby, lost sockets; not a constraint', () => {
@@ -160,13 +160,7 @@ describe('a loop whose rounds fail', () => {
   });
 });
 
-const TENANT: Tenant = {
-  id: 'clinic-a',
-  apiKeyHashes: [],
-  upstream: { apiKey: 'k', clinicId: 'c', clientId: 'e' },
-  practiceId: 'P-1',
-  maxInFlight: 3,
-};
+const TENANT = LIFECYCLE_TENANT;
 const LEASE = 60_000;
 
 /**
