@@ -37,6 +37,7 @@ import {
   logSummary,
   machine,
   pgSchema,
+  progressLog,
   record,
   scrape,
   sleep,
@@ -48,8 +49,7 @@ import {
 const UPSTREAM_KEY = 'bench-upstream-key';
 const TENANTS = 10;
 
-const log = (message: string) =>
-  process.stderr.write(`[drills ${new Date().toISOString().slice(11, 19)}] ${message}\n`);
+const log = progressLog('drills');
 
 interface DrillSetup {
   checks: number;

@@ -478,3 +478,9 @@ export function benchCerContext(isSearchAll = false): CerContext {
     now: new Date().toISOString(),
   };
 }
+
+/** A bench's progress line on stderr, `[name HH:MM:SS] message` (stdout is the result). */
+export function progressLog(name: string): (message: string) => void {
+  return (message) =>
+    process.stderr.write(`[${name} ${new Date().toISOString().slice(11, 19)}] ${message}\n`);
+}

@@ -24,6 +24,7 @@ import {
   machine,
   parseHistogram,
   pgSchema,
+  progressLog,
   record,
   scrape,
   sleep,
@@ -41,8 +42,7 @@ const STORE = process.env.BENCH_STORE === 'postgres' ? 'postgres' : 'sqlite';
 const TIMEOUT_MS = Number(process.env.BENCH_TIMEOUT_MS ?? 10 * 60_000);
 const TOPIC = 'http://fhir-eligibility-adapter.org/fhir/SubscriptionTopic/eligibility-final';
 
-const log = (message: string) =>
-  process.stderr.write(`[notify ${new Date().toISOString().slice(11, 19)}] ${message}\n`);
+const log = progressLog('notify');
 
 interface Arrival {
   subscription: number;

@@ -25,7 +25,7 @@ import { canMountTmpfs, smallDisk } from '../test/support/full-disk.js';
 import type { Drill, OutagePlan, OutageReport, OutageStore } from '../test/support/outage-drill.js';
 import { answerProblems, counter, outage, startDrill, stoppedServer } from '../test/support/outage-drill.js';
 import { startPrivatePostgres } from '../test/support/private-postgres.js';
-import { machine, record, sleep } from './lib.js';
+import { machine, progressLog, record, sleep } from './lib.js';
 
 const SUBMIT_EVERY_MS = Number(process.env.BENCH_SUBMIT_EVERY_MS ?? 250);
 const CREATE_TASK_MS = Number(process.env.BENCH_CREATE_TASK_MS ?? 2000);
@@ -40,8 +40,7 @@ const DRILL = {
   env: { LEASE_MS: '30000', CHECK_TIMEOUT_MS: '120000' },
 };
 
-const log = (message: string) =>
-  process.stderr.write(`[outage ${new Date().toISOString().slice(11, 19)}] ${message}\n`);
+const log = progressLog('outage');
 
 interface Moment {
   name: string;

@@ -23,8 +23,8 @@ import { join } from 'node:path';
 import {
   checksByState,
   cpuProfArgs,
-  gauge,
   cpuSeconds,
+  gauge,
   histogramFractionAtMost,
   histogramQuantile,
   logSummary,
@@ -32,6 +32,7 @@ import {
   parseHistogram,
   peakRssMb,
   pgSchema,
+  progressLog,
   record,
   rssMb,
   scrape,
@@ -57,8 +58,7 @@ const REPLICAS = Number(process.env.BENCH_REPLICAS ?? 1);
 if (REPLICAS > 1 && STORE !== 'postgres') throw new Error('BENCH_REPLICAS > 1 needs BENCH_STORE=postgres');
 const NAME = `scale-${STORE}${REPLICAS > 1 ? `-${REPLICAS}-replicas` : ''}`;
 
-const log = (message: string) =>
-  process.stderr.write(`[scale ${new Date().toISOString().slice(11, 19)}] ${message}\n`);
+const log = progressLog('scale');
 
 const upstream = await startBenchUpstream({
   timeScales: TIME_SCALES,
