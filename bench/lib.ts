@@ -17,7 +17,7 @@ import { join } from 'node:path';
 import { eligibilityRequest } from '../test/support/requests.js';
 import type { CerContext } from '../src/mapping/types.js';
 
-export { spawnService, tenantAuth, writeTenantsFile } from '../test/support/process.js';
+export { logSummary, spawnService, tenantAuth, writeTenantsFile } from '../test/support/process.js';
 export type { ServiceProcess } from '../test/support/process.js';
 export { until } from '../test/support/until.js';
 
@@ -351,23 +351,6 @@ export function sumByLabel(
 export function gauge(metricsText: string, metric: string): number {
   const m = new RegExp(`^${metric} (\\S+)`, 'm').exec(metricsText);
   return m?.[1] ? Number(m[1]) : Number.NaN;
-}
-
-/** Warning and error lines of a service's log, counted by level and message. */
-export function logSummary(lines: readonly string[]): Record<string, number> {
-  const out: Record<string, number> = {};
-  for (const line of lines) {
-    if (!line.startsWith('{')) continue;
-    try {
-      const entry = JSON.parse(line) as { level?: string; message?: string };
-      if (entry.level !== 'warn' && entry.level !== 'error') continue;
-      const key = `${entry.level}: ${entry.message ?? '?'}`;
-      out[key] = (out[key] ?? 0) + 1;
-    } catch {
-      // not a JSON log line
-    }
-  }
-  return out;
 }
 
 /**

@@ -13,7 +13,7 @@ import type { RunningSandbox } from '../../src/sandbox/index.js';
 import { startSandbox } from '../../src/sandbox/index.js';
 import { UPSTREAM_KEY } from './harness.js';
 import type { ServiceProcess } from './process.js';
-import { spawnService, tenantAuth, writeTenantsFile } from './process.js';
+import { logSummary, spawnService, tenantAuth, writeTenantsFile } from './process.js';
 import { eligibilityRequest } from './requests.js';
 import { until } from './until.js';
 
@@ -385,19 +385,10 @@ function storeErrors(answer: Answer): number {
 
 /** Warn and error lines of a service log, counted by level and message. */
 function countLogLines(lines: readonly string[]): OutageReport['logLines'] {
-  const out: OutageReport['logLines'] = { error: 0, warn: 0, byMessage: {} };
-  for (const line of lines) {
-    if (!line.startsWith('{')) continue;
-    try {
-      const entry = JSON.parse(line) as { level?: string; message?: string };
-      if (entry.level !== 'warn' && entry.level !== 'error') continue;
-      out[entry.level] += 1;
-      const key = `${entry.level}: ${entry.message ?? '?'}`;
-      out.byMessage[key] = (out.byMessage[key] ?? 0) + 1;
-    } catch {
-      // not a JSON log line
-    }
-  }
+  const byMessage = logSummary(lines);
+  const out: OutageReport['logLines'] = { error: 0, warn: 0, byMessage };
+  for (const [key, count] of Object.entries(byMessage))
+    out[key.startsWith('error:') ? 'error' : 'warn'] += count;
   return out;
 }
 

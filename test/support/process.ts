@@ -97,3 +97,20 @@ export async function spawnService(
     },
   };
 }
+
+/** Warning and error lines of a service's log, counted by level and message. */
+export function logSummary(lines: readonly string[]): Record<string, number> {
+  const out: Record<string, number> = {};
+  for (const line of lines) {
+    if (!line.startsWith('{')) continue;
+    try {
+      const entry = JSON.parse(line) as { level?: string; message?: string };
+      if (entry.level !== 'warn' && entry.level !== 'error') continue;
+      const key = `${entry.level}: ${entry.message ?? '?'}`;
+      out[key] = (out[key] ?? 0) + 1;
+    } catch {
+      // not a JSON log line
+    }
+  }
+  return out;
+}
