@@ -182,11 +182,13 @@ async function startEmbedded(): Promise<Embedded> {
   };
 }
 
-/** Synchronously: kills the server of a data directory, if it runs (immediate shutdown), and
- * removes the directory. */
-function abandon(dir: string): void {
+/**
+ * Synchronously: kills the server of a data directory, if it runs (SIGQUIT: immediate shutdown),
+ * and removes `dir` (the data directory, or the folder holding it: `dataDir`).
+ */
+export function abandon(dir: string, dataDir = dir): void {
   try {
-    const pid = Number(readFileSync(join(dir, 'postmaster.pid'), 'utf8').split('\n')[0]);
+    const pid = Number(readFileSync(join(dataDir, 'postmaster.pid'), 'utf8').split('\n')[0]);
     if (pid > 0) process.kill(pid, 'SIGQUIT');
   } catch {
     // no postmaster.pid: the server is not running

@@ -10,11 +10,11 @@
  */
 import { execFileSync, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { chownSync, cpSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { chownSync, cpSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { arch, platform, tmpdir } from 'node:os';
 import { dirname, join, relative } from 'node:path';
 import pg from 'pg';
-import { freePort } from './postgres-global-setup.js';
+import { abandon as abandonServer, freePort } from './postgres-global-setup.js';
 
 export type StopMode = 'fast' | 'immediate';
 
@@ -53,7 +53,7 @@ export async function startPrivatePostgres(): Promise<PrivatePostgres> {
   writeFileSync(passwordFile, `${password}\n`, { mode: 0o600 });
   if (owner) chownSync(passwordFile, owner.uid, owner.gid);
 
-  const onExit = () => abandon(dir);
+  const onExit = () => abandonServer(dir, data);
   process.on('exit', onExit);
   const port = await freePort();
   const pgCtl = (args: string[]) => run(bin.pg_ctl, ['-D', data, ...args], owner);
@@ -74,7 +74,7 @@ export async function startPrivatePostgres(): Promise<PrivatePostgres> {
     );
   } catch (error) {
     process.off('exit', onExit);
-    abandon(dir);
+    abandonServer(dir, data);
     throw error;
   }
   // TCP on 127.0.0.1 only; no fsync (the test's data need not survive a crash of the machine, and
@@ -90,7 +90,7 @@ export async function startPrivatePostgres(): Promise<PrivatePostgres> {
   await start().catch((error: unknown) => {
     process.off('exit', onExit);
     const log = tail(logFile);
-    abandon(dir);
+    abandonServer(dir, data);
     throw new Error(`private PostgreSQL did not start: ${String(error)}\n${log}`);
   });
 
@@ -114,7 +114,7 @@ export async function startPrivatePostgres(): Promise<PrivatePostgres> {
     async close() {
       process.off('exit', onExit);
       await pgCtl(['stop', '-w', '-t', '30', '-m', 'immediate']).catch(() => undefined);
-      abandon(dir);
+      abandonServer(dir, data);
     },
   };
 }
@@ -168,15 +168,4 @@ function tail(file: string): string {
   } catch {
     return '';
   }
-}
-
-/** Synchronously: kills the server of a directory, if it runs (SIGQUIT: immediate), and removes it. */
-function abandon(dir: string): void {
-  try {
-    const pid = Number(readFileSync(join(dir, 'data', 'postmaster.pid'), 'utf8').split('\n')[0]);
-    if (pid > 0) process.kill(pid, 'SIGQUIT');
-  } catch {
-    // no postmaster.pid: the server is not running
-  }
-  rmSync(dir, { recursive: true, force: true, maxRetries: 3 });
 }
