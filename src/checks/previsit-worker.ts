@@ -13,7 +13,7 @@ import { decideRecheck, type PrevisitEvent } from './previsit.js';
 import { reuseWindowMs, type CheckService } from './service.js';
 import { isAnswered } from './store/check-store.js';
 import type { Appointment, Store } from './store/appointment-store.js';
-import { FailureStreak, isStoreUnavailable } from './store/outage.js';
+import { FailureStreak, isStoreUnavailable, releaseLeases } from './store/outage.js';
 import { RoundLoop } from './round-loop.js';
 
 export interface PrevisitWorkerDeps {
@@ -65,7 +65,11 @@ export class PrevisitWorker {
 
   async stop(): Promise<void> {
     await this.loop.stop();
-    await this.deps.store.appointments.releaseAll(this.deps.owner);
+    await releaseLeases(
+      () => this.deps.store.appointments.releaseAll(this.deps.owner),
+      this.deps.logger,
+      'pre-visit worker',
+    );
   }
 
   /** One round: claims due appointments and decides each. Returns how many were claimed. */

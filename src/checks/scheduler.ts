@@ -6,7 +6,7 @@ import { EventEmitter } from 'node:events';
 import type { Logger } from '../log.js';
 import { advanceCheck } from './lifecycle.js';
 import type { LifecycleDeps } from './lifecycle.js';
-import { FailureStreak, isStoreUnavailable } from './store/outage.js';
+import { FailureStreak, isStoreUnavailable, releaseLeases } from './store/outage.js';
 import { RoundLoop } from './round-loop.js';
 
 export interface SchedulerOptions {
@@ -80,7 +80,7 @@ export class Scheduler {
   async stop(): Promise<void> {
     await this.loop.stop();
     await Promise.allSettled([...this.active]);
-    await this.deps.store.releaseAll(this.deps.owner);
+    await releaseLeases(() => this.deps.store.releaseAll(this.deps.owner), this.logger, 'scheduler');
   }
 
   /** One round: claim due checks and advance them all. Returns how many were claimed. */

@@ -347,6 +347,27 @@ describe('create-task answered while the store cannot be written', () => {
     await scheduler.stop();
   });
 
+  it('a replica stopped while the store is down lets its leases run out: stop() ends, with one warning', async () => {
+    const check = await newCheck();
+    const { logger, logs } = captureLogger();
+    const scheduler = new Scheduler(
+      deps(upstream(0)),
+      { leaseMs: LEASE, batchSize: 10, maxSteps: 10, idleMs: 50, maxInFlight: () => 3 },
+      logger,
+    );
+    expect(await scheduler.tick()).toBe(1);
+    down = true;
+    // The rest of the shutdown (the other loops, closing the store) must still run.
+    await expect(scheduler.stop()).resolves.toBeUndefined();
+    const warnings = logs.filter((line) => line.includes('leases left to run out'));
+    expect(warnings).toHaveLength(1);
+    expect(warnings[0]).toContain('"level":"warn"');
+    expect(warnings[0]).toContain('"kind":"shutdown"');
+    down = false;
+    // The lease is still held, and runs out as leases do.
+    expect((await current(check)).leaseOwner).not.toBeNull();
+  });
+
   it("this replica's own claim of a check whose id it holds leaves it alone (no ambiguous answer)", async () => {
     const { check, held, stepA } = await heldByReplicaA();
     clock += LEASE + 1;

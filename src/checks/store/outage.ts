@@ -12,6 +12,8 @@
  *   (scheduler, delivery worker, audit writer): one line when the store goes away, with the error
  *   kind, and one when it is back, with how many rounds failed and for how long; never a line per
  *   round.
+ * - releaseLeases: what a loop lets go of when the replica stops; with the store away, the leases
+ *   run out on their own, so the rest of the shutdown goes on.
  */
 import type { Logger } from '../../log.js';
 import type { StoreErrorKind, StoreHealthReport } from './check-store.js';
@@ -186,4 +188,23 @@ export class FailureStreak {
 /** Waits ms (a timer that does not keep the process alive). */
 export function sleep(ms: number): Promise<void> {
   return new Promise((resolve) => setTimeout(resolve, ms).unref?.());
+}
+
+/**
+ * Lets go of a replica's leases when it stops (`release`). With the store unavailable they cannot
+ * be released, and need not be: they run out on their own, and another replica takes the work
+ * then. A warning, so the rest of the shutdown (the other loops, closing the store) still runs;
+ * any other error is a defect and is thrown.
+ */
+export async function releaseLeases(
+  release: () => Promise<unknown>,
+  logger: Logger,
+  what: string,
+): Promise<void> {
+  try {
+    await release();
+  } catch (error) {
+    if (!isStoreUnavailable(error)) throw error;
+    logger.warn(`${what}: leases left to run out, the store is unavailable`, { kind: error.kind });
+  }
 }
