@@ -10,6 +10,7 @@ import { zonedTime } from '../../checks/previsit.js';
 import type { DateRange } from '../../checks/store/check-store.js';
 import { badRequest } from '../../fhir/outcomes.js';
 import type { FhirAnswer, FhirRequest } from '../types.js';
+import { pageUrl } from './params.js';
 import type { ParsedSearch, ServicedRange } from './params.js';
 
 /** The most appointments one `serviced` search reads (a clinic's day is far fewer). */
@@ -69,12 +70,8 @@ export async function searchAppointments(
       }
     }
   }
-  const url = (at: number) => {
-    const params = new URLSearchParams(parsed.used);
-    params.set('_count', String(parsed.count));
-    if (at > 0) params.set('_offset', String(at));
-    return `${baseUrl}/fhir/CoverageEligibilityRequest?${params.toString()}`;
-  };
+  const url = (at: number) =>
+    pageUrl(`${baseUrl}/fhir/CoverageEligibilityRequest`, parsed.used, parsed.count, at);
   const link = [{ relation: 'self', url: url(parsed.offset) }];
   // _count=0 (_summary=count) pages nothing: a next link would name this same page again.
   if (!parsed.countOnly && parsed.offset + page.length < found.length)

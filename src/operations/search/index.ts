@@ -14,7 +14,7 @@ import type { Bundle, BundleEntry, BundleLink, FhirResource } from 'fhir/r4.js';
 import type { CheckService } from '../../checks/service.js';
 import type { Check } from '../../checks/store/check-store.js';
 import type { FhirAnswer, FhirRequest } from '../types.js';
-import { REQUEST_PARAMS, RESPONSE_PARAMS, parseSearch } from './params.js';
+import { REQUEST_PARAMS, RESPONSE_PARAMS, pageUrl, parseSearch } from './params.js';
 import type { ParsedSearch } from './params.js';
 import { subsetOf } from './subset.js';
 import { searchAppointments } from './appointments.js';
@@ -46,12 +46,7 @@ async function run(
     page = found.checks.slice(0, count);
     more = total === undefined ? found.checks.length > count : offset + page.length < total;
   }
-  const url = (at: number) => {
-    const params = new URLSearchParams(parsed.used);
-    params.set('_count', String(count));
-    if (at > 0) params.set('_offset', String(at));
-    return `${baseUrl}/fhir/${type}?${params.toString()}`;
-  };
+  const url = (at: number) => pageUrl(`${baseUrl}/fhir/${type}`, parsed.used, count, at);
   // Paging links (http.html#paging, search.html#count): offsets over a total order (the sort
   // keys, then the id). Each page is its own query: checks written between pages shift the
   // offsets, so a page can repeat or skip a check. Under _sort=created (ascending) only a new check

@@ -130,6 +130,17 @@ export interface ParsedSearch {
   used: URLSearchParams;
 }
 
+/**
+ * The URL of a page of a search: the parameters applied (`used`), the page size, and the offset
+ * when not the first page (https://hl7.org/fhir/R4/http.html#paging).
+ */
+export function pageUrl(base: string, used: URLSearchParams, count: number, at: number): string {
+  const params = new URLSearchParams(used);
+  params.set('_count', String(count));
+  if (at > 0) params.set('_offset', String(at));
+  return `${base}?${params.toString()}`;
+}
+
 /** Splits on a separator not escaped by a backslash (search.html#escaping). */
 function split(raw: string, separator: ',' | '|'): string[] {
   const parts: string[] = [];
