@@ -373,6 +373,18 @@ describe('search by serviced', () => {
     expect(bundle.link?.map((l) => l.relation)).toEqual(['self']);
   });
 
+  it('the self link names only what the serviced search applied (not _sort, _summary=true, _total)', async () => {
+    const day = new Date(now() + 80 * HOUR).toISOString().slice(0, 10);
+    const res = await request(h.url)
+      .get(
+        `/fhir/CoverageEligibilityRequest?serviced=ge${day}&_sort=-created&_summary=true&_total=none&_revinclude=CoverageEligibilityResponse:request`,
+      )
+      .set(h.auth);
+    expect(res.status).toBe(200);
+    const self = new URL((res.body as Bundle).link?.find((l) => l.relation === 'self')?.url ?? '');
+    expect([...self.searchParams.keys()].sort()).toEqual(['_count', '_revinclude', 'serviced']);
+  });
+
   it('a prefix it does not serve is a 400 naming serviced', async () => {
     const res = await request(h.url)
       .get('/fhir/CoverageEligibilityRequest?serviced=sa2026-11-27')

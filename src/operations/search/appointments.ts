@@ -13,6 +13,9 @@ import type { FhirAnswer, FhirRequest } from '../types.js';
 import { pageUrl } from './params.js';
 import type { ParsedSearch, ServicedRange } from './params.js';
 
+/** The parameters a `serviced` search applies besides _count and _offset (docs/previsit.md). */
+const APPLIED: ReadonlySet<string> = new Set(['serviced', '_revinclude']);
+
 /** The most appointments one `serviced` search reads (a clinic's day is far fewer). */
 const MAX_APPOINTMENTS = 1000;
 
@@ -70,8 +73,15 @@ export async function searchAppointments(
       }
     }
   }
+  // The self link names what this search applied (params.ts: an ignored parameter is absent from
+  // it): serviced, _revinclude, _summary=count; not the sort or subset the checks search applies.
+  const applied = new URLSearchParams(
+    [...parsed.used].filter(
+      ([name, value]) => APPLIED.has(name) || (name === '_summary' && value === 'count'),
+    ),
+  );
   const url = (at: number) =>
-    pageUrl(`${baseUrl}/fhir/CoverageEligibilityRequest`, parsed.used, parsed.count, at);
+    pageUrl(`${baseUrl}/fhir/CoverageEligibilityRequest`, applied, parsed.count, at);
   const link = [{ relation: 'self', url: url(parsed.offset) }];
   // _count=0 (_summary=count) pages nothing: a next link would name this same page again.
   if (!parsed.countOnly && parsed.offset + page.length < found.length)
