@@ -23,6 +23,7 @@ import {
   cpuSeconds,
   fillStore,
   machine,
+  quantile,
   record,
   seedFinishedRow,
   spawnService,
@@ -38,8 +39,6 @@ const ISS = 'https://ehr.bench.example';
 const EID = 'http://uae.gov/fhir/identifier/emirates-id';
 
 const log = (message: string) => process.stderr.write(`[cds] ${message}\n`);
-const quantile = (sorted: number[], q: number) =>
-  sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))] ?? 0;
 
 const sandbox = await startSandbox({ port: 0, timeScale: 0.01, apiKeys: [UPSTREAM_KEY] });
 const dir = mkdtempSync(join(tmpdir(), 'fea-bench-cds-'));

@@ -467,3 +467,8 @@ export function progressLog(name: string): (message: string) => void {
   return (message) =>
     process.stderr.write(`[${name} ${new Date().toISOString().slice(11, 19)}] ${message}\n`);
 }
+
+/** The q-quantile (0..1) of an ascending list, by nearest rank below; 0 for an empty list. */
+export function quantile(sorted: readonly number[], q: number): number {
+  return sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))] ?? 0;
+}

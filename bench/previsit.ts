@@ -27,7 +27,7 @@ import { startSandbox } from '../src/sandbox/index.js';
 import { warmFhirDefinitions } from '../src/fhir/validator.js';
 import { testConfig, TENANT_A_KEY, UPSTREAM_KEY } from '../test/support/harness.js';
 import { eligibilityRequest } from '../test/support/requests.js';
-import { machine, record, sleep } from './lib.js';
+import { machine, quantile, record, sleep } from './lib.js';
 
 const APPOINTMENTS = Number(process.env.BENCH_APPOINTMENTS ?? 200);
 const SCALE = Number(process.env.BENCH_SCALE ?? 0.01);
@@ -72,11 +72,6 @@ function clinicDay(firstStart: number): Appointment[] {
     const patient = `784-${1800 + i}-${mix.serial}-${mix.serial.at(-1) ?? '0'}`;
     return { patient, found: mix.found, start, bookedAt: start - Math.round(ahead) };
   });
-}
-
-function quantile(sorted: number[], q: number): number {
-  if (sorted.length === 0) return 0;
-  return sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))] ?? 0;
 }
 
 async function post(url: string, body: unknown, headers: Record<string, string> = {}) {

@@ -17,8 +17,9 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { startSandbox } from '../src/sandbox/index.js';
 import {
-  machine,
   fillStore,
+  machine,
+  quantile,
   record,
   seedFinishedRow,
   spawnService,
@@ -47,9 +48,6 @@ const env = (db: string) => ({
 
 const patientOf = (i: number) => `784-1990-${String(1_000_000 + i).slice(1)}-${i % 10}`;
 const visitOf = (i: number) => `bench-search-${i}`;
-
-const quantile = (sorted: number[], q: number) =>
-  sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))] ?? 0;
 
 try {
   const seeded = await seedFinishedRow(dir, env);
