@@ -40,6 +40,7 @@ import {
 } from './visit-summary.js';
 import { blockNames, categoryFor } from './vocabulary.js';
 import { escapeXml } from './xhtml.js';
+import { classValue, containedById, coverageOfInsurance, payerName } from './contained.js';
 import { parsePercent } from '../../upstream/contract.js';
 
 const XHTML_NS = 'http://www.w3.org/1999/xhtml';
@@ -106,14 +107,6 @@ function headlineDetail(cer: CoverageEligibilityResponse): string | undefined {
   return cer.disposition ?? cer.error?.[0]?.code.text;
 }
 
-function containedById<T extends { id?: string }>(
-  cer: CoverageEligibilityResponse,
-  ref?: string,
-): T | undefined {
-  if (!ref?.startsWith('#')) return undefined;
-  return cer.contained?.find((r) => r.id === ref.slice(1)) as T | undefined;
-}
-
 function row(label: string, value: string | undefined): string {
   return value ? `<li>${label}: ${escapeXml(value)}</li>` : '';
 }
@@ -124,14 +117,10 @@ function periodText(coverage: Coverage | undefined, details: Extension | undefin
   return subText(details, 'periodAsGiven');
 }
 
-function classValue(coverage: Coverage | undefined, code: string): string | undefined {
-  return coverage?.class?.find((c) => c.type.coding?.some((k) => k.code === code))?.value;
-}
-
 /** Payer, plan, package, network, policy period. */
 function policyFacts(insurance: Insurance, coverage: Coverage | undefined): string {
   const details = firstExtension(coverage?.extension, 'policy-details');
-  const payer = coverage?.payor[0]?.display ?? coverage?.payor[0]?.identifier?.value;
+  const payer = payerName(coverage);
   const lines = [
     row('Payer', payer),
     row('Plan', classValue(coverage, 'plan')),
@@ -477,7 +466,7 @@ function insuranceSection(
   insurance: Insurance,
   index: readonly IndexedItem[] | undefined,
 ): string {
-  const coverage = containedById<Coverage>(cer, insurance.coverage.reference);
+  const coverage = coverageOfInsurance(cer, insurance);
   return [
     policyFacts(insurance, coverage),
     // A coverage not in force shows why (the headline and disposition), not a table of "Covered".
@@ -495,7 +484,7 @@ function documents(cer: CoverageEligibilityResponse): string {
     ...extensionsOf(cer.extension, 'portal-screenshot'),
   ];
   const items = refs.flatMap((ext) => {
-    const doc = containedById<DocumentReference>(cer, ext.valueReference?.reference);
+    const doc = containedById<DocumentReference>(cer, ext.valueReference?.reference, 'DocumentReference');
     const attachment = doc?.content[0]?.attachment;
     const title = attachment?.title ?? doc?.description ?? 'Payer portal document';
     if (!attachment?.url) return [];

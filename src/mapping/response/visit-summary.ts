@@ -14,7 +14,6 @@
 import type {
   CodeableConcept,
   Coding,
-  Coverage,
   CoverageEligibilityResponse,
   CoverageEligibilityResponseInsurance as Insurance,
   CoverageEligibilityResponseInsuranceItem as Item,
@@ -25,6 +24,7 @@ import type { BenefitModel, ShareRule } from './benefit-model.js';
 import { benefitModelOf, money, shareRuleOf } from './benefit-model.js';
 import { sourceOf } from './items.js';
 import { escapeXml } from './xhtml.js';
+import { classValue, coverageOfInsurance, payerName } from './contained.js';
 import type { ServiceCategory } from './vocabulary.js';
 import { blockNamed, categoryByCode, categoryFor, serviceCategories, usualCategories } from './vocabulary.js';
 
@@ -306,12 +306,6 @@ function lineOf(index: readonly IndexedItem[], category: ServiceCategory, withNo
   return line;
 }
 
-function coverageOf(cer: CoverageEligibilityResponse, insurance: Insurance): Coverage | undefined {
-  const ref = insurance.coverage.reference;
-  if (!ref?.startsWith('#')) return undefined;
-  return cer.contained?.find((r): r is Coverage => r.resourceType === 'Coverage' && r.id === ref.slice(1));
-}
-
 /** True for a final answer (complete or partial) of a found member whose coverage is in force. */
 export function isFoundInForce(cer: CoverageEligibilityResponse): boolean {
   return (
@@ -354,12 +348,11 @@ export function coverageSummary(
   index: readonly IndexedItem[],
   withNotes: boolean,
 ): VisitSummary {
-  const coverage = coverageOf(cer, insurance);
-  const payor = coverage?.payor[0];
+  const coverage = coverageOfInsurance(cer, insurance);
   const summary: VisitSummary = { lines: categories.map((category) => lineOf(index, category, withNotes)) };
-  const payer = payor?.display ?? payor?.identifier?.value;
+  const payer = payerName(coverage);
   if (payer) summary.payer = payer;
-  const plan = coverage?.class?.find((c) => c.type.coding?.some((k) => k.code === 'plan'))?.value;
+  const plan = classValue(coverage, 'plan');
   if (plan) summary.plan = plan;
   return summary;
 }
