@@ -93,6 +93,7 @@ export function buildHttp(context: HttpContext): HttpSide {
       security: access,
       freshResults: new FreshResults(upstream),
       documentOrigins: [new URL(context.upstreamUrl).origin],
+      evidence: store.evidence,
       logger,
       onPrevisit: metrics.onPrevisit,
       submit: {
