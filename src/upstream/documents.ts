@@ -44,6 +44,8 @@ export async function downloadDocument(
     return { ok: false, reason: 'unavailable' };
   }
   const { statusCode, headers, body } = response;
+  // A body given up on (too big) is destroyed: its abort is expected, never an uncaught error.
+  body.on('error', () => undefined);
   if (statusCode !== 200) {
     await body.dump().catch(() => undefined);
     return { ok: false, reason: REFUSED.has(statusCode) ? 'expired' : 'unavailable' };

@@ -69,6 +69,10 @@ export interface HarnessOptions {
   publicBaseUrl?: string;
   /** PREVISIT_LEAD_MINUTES (default 120). */
   previsitLeadMinutes?: number;
+  /** EVIDENCE_MAX_BYTES (default 10 MiB). */
+  evidenceMaxBytes?: number;
+  /** The first back-off of a failed document download (default here 50 ms). */
+  evidenceRetryMs?: number;
 }
 
 export interface Harness {
@@ -132,6 +136,8 @@ export function testConfig(upstreamUrl: string, options: HarnessOptions = {}): C
     tokenSigningKeys: options.tokenSigningKeys ?? [],
     auditEvents: options.auditEvents ?? true,
     previsitLeadMinutes: options.previsitLeadMinutes ?? 120,
+    ...(options.evidenceMaxBytes !== undefined ? { evidenceMaxBytes: options.evidenceMaxBytes } : {}),
+    evidenceRetryMs: options.evidenceRetryMs ?? 50,
   };
 }
 
