@@ -71,6 +71,7 @@ export function buildHttp(context: HttpContext): HttpSide {
       now,
       audit,
       previsit: (tenant) => checks.previsitSettings(tenant),
+      evidenceRetentionDays: config.evidenceRetentionDays ?? 730,
     }),
     fhir: fhirRoutes({
       tenants: config.tenants,
