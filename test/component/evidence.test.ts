@@ -15,6 +15,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { expectValidFhir } from '../support/fhir.js';
 import { startHarness, type Harness, type HarnessOptions } from '../support/harness.js';
 import { testDatabaseUrl } from '../support/postgres.js';
+import { StoreUnavailableError } from '../../src/checks/store/outage.js';
 import { eligibilityRequest } from '../support/requests.js';
 import { accessToken, clientKey, serviceKey, type ClientKey } from '../support/smart.js';
 import { until } from '../support/until.js';
@@ -294,6 +295,55 @@ describe('documents not kept, tenancy, scope, audit, bad input', () => {
       expect(res.status, query).toBe(400);
       expectValidFhir(res.body);
       expect((res.body as OperationOutcome).issue[0]?.expression).toEqual([expression]);
+    }
+  });
+});
+
+describe('the store fails while a document is written (a full disk)', () => {
+  let h: Harness;
+  beforeAll(async () => {
+    // A short lease: a capture whose write failed is taken up again soon after.
+    h = await startHarness({ leaseMs: 1_000 });
+  });
+  afterAll(() => h.stop());
+
+  it('the answer is not held back or lost, the write is retried, nothing crashes, one log line', async () => {
+    const real = h.server.store.evidence;
+    let full = true;
+    // Every write of a document fails as SQLite's SQLITE_FULL does, while `full`.
+    const failing = new Proxy(real, {
+      get(target, property, receiver) {
+        const value: unknown = Reflect.get(target, property, receiver);
+        if (typeof value !== 'function') return value;
+        return (...args: unknown[]) =>
+          full && property === 'keep'
+            ? Promise.reject(new StoreUnavailableError('disk-full', new Error('database or disk is full')))
+            : (value as (...a: unknown[]) => unknown).apply(target, args);
+      },
+    });
+    Object.defineProperty(h.server.store, 'evidence', { value: failing, configurable: true });
+    try {
+      const cer = await submit(h);
+      expect(cer.outcome).toBe('complete');
+      await until(
+        () =>
+          h.logs.some((l) => l.includes('evidence capture failed: the store is unavailable'))
+            ? true
+            : undefined,
+        10_000,
+        'the failed write logged',
+      );
+      const read = await request(h.url).get(`/fhir/CoverageEligibilityResponse/${cer.id}`).set(h.auth);
+      expect(read.status).toBe(200);
+      expect((read.body as CoverageEligibilityResponse).outcome).toBe('complete');
+      full = false;
+      const ids = binaryIds(cer);
+      await settled(h, String(cer.id), ids.length);
+      const rows = await real.ofCheck('clinic-a', String(cer.id));
+      expect(rows.every((r) => r.state === 'kept')).toBe(true);
+      expect(h.logs.filter((l) => l.includes('evidence capture failed')).length).toBe(1);
+    } finally {
+      Object.defineProperty(h.server.store, 'evidence', { value: real, configurable: true });
     }
   });
 });

@@ -69,6 +69,8 @@ export interface HarnessOptions {
   publicBaseUrl?: string;
   /** PREVISIT_LEAD_MINUTES (default 120). */
   previsitLeadMinutes?: number;
+  /** LEASE_MS (default 60 s). */
+  leaseMs?: number;
   /** EVIDENCE_MAX_BYTES (default 10 MiB). */
   evidenceMaxBytes?: number;
   /** The first back-off of a failed document download (default here 50 ms). */
@@ -128,7 +130,7 @@ export function testConfig(upstreamUrl: string, options: HarnessOptions = {}): C
     logLevel: 'debug',
     metricsToken: null,
     retentionDays: 30,
-    leaseMs: 60_000,
+    leaseMs: options.leaseMs ?? 60_000,
     submitRatePerMinute: 10_000,
     sandboxTimeScale: 1,
     corsOrigins: options.corsOrigins ?? [],
