@@ -13,7 +13,9 @@ import pg from 'pg';
 import request from 'supertest';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { expectValidFhir } from '../support/fhir.js';
-import { startHarness, type Harness, type HarnessOptions } from '../support/harness.js';
+import { startHarness, UPSTREAM_KEY, type Harness, type HarnessOptions } from '../support/harness.js';
+import { parseBinaryId, resolveBinary } from '../../src/mapping/response/binary.js';
+import { envelopeSchema } from '../../src/upstream/contract.js';
 import { testDatabaseUrl } from '../support/postgres.js';
 import { StoreUnavailableError } from '../../src/checks/store/outage.js';
 import { eligibilityRequest } from '../support/requests.js';
@@ -65,6 +67,26 @@ async function settled(h: Harness, checkId: string, expected: number): Promise<v
 
 const sha256 = (bytes: Buffer) => createHash('sha256').update(bytes).digest('hex');
 
+/** The SHA-256 of each document as the upstream serves it now (a new read, fresh links). */
+async function upstreamBytes(
+  h: Harness,
+  taskId: string,
+  ids: readonly string[],
+): Promise<Map<string, string>> {
+  const res = await fetch(`${h.sandbox.url}/eligibility-result/${taskId}`, {
+    headers: { 'x-api-key': UPSTREAM_KEY, 'X-Clinic-ID': 'clinic-clinic-a', 'X-Client-ID': 'EHR-1' },
+  });
+  const envelope = envelopeSchema.parse(await res.json());
+  const found = new Map<string, string>();
+  for (const id of ids) {
+    const link = resolveBinary(envelope, parseBinaryId(id)!);
+    const file = await fetch(String(link?.url));
+    expect(file.status).toBe(200);
+    found.set(id, sha256(Buffer.from(await file.arrayBuffer())));
+  }
+  return found;
+}
+
 function binary(h: Harness, id: string) {
   return request(h.url)
     .get(`/fhir/Binary/${id}`)
@@ -94,6 +116,9 @@ function proofSuite(name: string, options: () => Promise<HarnessOptions>, cleanu
       const cer = await submit(h);
       const ids = binaryIds(cer);
       expect(ids.length).toBeGreaterThanOrEqual(3);
+      // What the upstream served at the time, read straight from it through fresh links.
+      const task = String((await h.server.store.get('clinic-a', String(cer.id)))?.upstreamTaskId);
+      const served = await upstreamBytes(h, task, ids);
       await settled(h, String(cer.id), ids.length);
       const bundle = await documents(h, `related=CoverageEligibilityResponse/${cer.id}`);
       expect(bundle.entry?.map((e) => e.resource?.id).sort()).toEqual([...ids].sort());
@@ -115,6 +140,7 @@ function proofSuite(name: string, options: () => Promise<HarnessOptions>, cleanu
         expect(attachment.size).toBe(bytes.length);
         expect(attachment.hash).toBe(createHash('sha1').update(bytes).digest('base64'));
         expect(String(file.headers['content-type'])).toBe(attachment.contentType);
+        expect(sha256(bytes)).toBe(served.get(String(doc.id)));
         atTheTime.set(String(doc.id), sha256(bytes));
       }
       // The upstream forgets the task, and every link it signed runs out.
@@ -277,6 +303,17 @@ describe('documents not kept, tenancy, scope, audit, bad input', () => {
     );
     const searches = events.filter((e) => JSON.stringify(e.record).includes('search-type'));
     expect(searches.length).toBeGreaterThanOrEqual(2);
+  });
+
+  it('the CapabilityStatement declares the search and its parameters', async () => {
+    const res = await request(h.url).get('/fhir/metadata');
+    expectValidFhir(res.body);
+    const rest = (res.body as { rest: { resource: { type: string; searchParam?: { name: string }[] }[] }[] })
+      .rest;
+    const docs = rest[0]?.resource.find((r) => r.type === 'DocumentReference');
+    expect(docs?.searchParam?.map((p) => p.name)).toEqual(
+      expect.arrayContaining(['patient', 'date', 'related']),
+    );
   });
 
   it('bad input: a 400 OperationOutcome naming the parameter', async () => {
