@@ -50,14 +50,21 @@ const PNG = Buffer.from(
 
 /**
  * The body and content type served for a file key. `screenshotBytes` pads a screenshot to that
- * size (bytes after the PNG's end, which readers ignore, distinct per key), as a real portal
- * screenshot of a few hundred KB (bench/evidence.ts).
+ * size (pseudo-random bytes after the PNG's end, which readers ignore: distinct per key and, like
+ * a real portal screenshot of a few hundred KB, not compressible; bench/evidence.ts).
  */
 export function fileBody(key: string, screenshotBytes = 0): { contentType: string; body: Buffer } {
   if (key.endsWith('.pdf')) return { contentType: 'application/pdf', body: pdf(key) };
   if (screenshotBytes <= PNG.length) return { contentType: 'image/png', body: PNG };
-  const body = Buffer.alloc(screenshotBytes, 0x20);
+  const body = Buffer.alloc(screenshotBytes);
   PNG.copy(body);
-  body.write(key, PNG.length, 'latin1');
+  // Bytes that do not compress (as a real PNG's do not), the same for the same key on every read.
+  let state = createHmac('sha256', 'screenshot').update(key).digest().readUInt32LE(0) || 1;
+  for (let i = PNG.length; i < screenshotBytes; i += 1) {
+    state ^= state << 13;
+    state ^= state >>> 17;
+    state ^= state << 5;
+    body[i] = state & 0xff;
+  }
   return { contentType: 'image/png', body };
 }
