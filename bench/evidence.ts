@@ -228,7 +228,12 @@ function pending(file: string): number {
 }
 
 async function cpuRun(source: 'current' | 'previous', previous: string) {
-  const sandbox = await startSandbox({ port: 0, timeScale: 0.0001, apiKeys: [UPSTREAM_KEY] });
+  const sandbox = await startSandbox({
+    port: 0,
+    timeScale: 0.0001,
+    apiKeys: [UPSTREAM_KEY],
+    linkTtlMs: 300_000,
+  });
   const dir = mkdtempSync(join(tmpdir(), 'fea-bench-evidence-cpu-'));
   const warmup = Number(process.env.BENCH_WARMUP ?? 1000);
   const service = await spawnService(
@@ -290,12 +295,17 @@ if (process.argv.includes('--cpu')) {
     for (const source of order) run[source] = (await cpuRun(source, previous)).cpuMsPerCheck;
     pairs.push({ ...run, ratio: Number(((run.current ?? 0) / (run.previous ?? 1)).toFixed(3)) });
   }
-  await record('evidence-cpu', { machine: machine(), checks: CHECKS, store: 'sqlite', pairs });
+  await record(process.env.BENCH_NAME ?? 'evidence-cpu', {
+    machine: machine(),
+    checks: CHECKS,
+    store: 'sqlite',
+    pairs,
+  });
 } else {
   const results = [];
   for (const store of STORES)
     for (const screenshotBytes of SIZES) results.push(await growth(store, screenshotBytes));
-  await record(RATE > 0 ? 'evidence-paced' : 'evidence-growth', {
+  await record(process.env.BENCH_NAME ?? (RATE > 0 ? 'evidence-paced' : 'evidence-growth'), {
     machine: machine(),
     ratePerSecond: RATE || 'bursts of 25',
     results,
