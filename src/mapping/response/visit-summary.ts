@@ -26,7 +26,7 @@ import { sourceOf } from './items.js';
 import { escapeXml } from './xhtml.js';
 import { classValue, coverageOfInsurance, payerName } from './contained.js';
 import type { ServiceCategory } from './vocabulary.js';
-import { blockNamed, categoryByCode, categoryFor, serviceCategories, usualCategories } from './vocabulary.js';
+import { blockNamed, blockStartingLabel, categoryByCode, categoryFor, serviceCategories, usualCategories } from './vocabulary.js';
 
 /** One category of the summary. */
 export interface VisitLine {
@@ -92,23 +92,22 @@ export function askedCategories(
 
 /**
  * The portal block of an item of this name: a form block's (`isForm`: copay_details_to_fill) is the
- * first part of its name, any other's the visit setting its name carries (Outpatient,
- * Maternity...); undefined when none.
+ * first part of its name; any other's the visit setting its name carries (Outpatient,
+ * Maternity...), else the block its label starts with (`Inpatient`, `Inpatient & Day Care`: a
+ * visit setting equal to the label is not repeated in the name); undefined when none.
  */
 function blockFrom(name: string, isForm: boolean): string | undefined {
   // indexOf, not split: this runs for every item of every narrative.
   let end = name.indexOf(SEPARATOR);
-  if (isForm) {
-    const first = end < 0 ? name : name.slice(0, end);
-    return blockNamed(first) ?? first;
-  }
+  const first = end < 0 ? name : name.slice(0, end);
+  if (isForm) return blockNamed(first) ?? first;
   while (end >= 0) {
     const start = end + SEPARATOR.length;
     end = name.indexOf(SEPARATOR, start);
     const block = blockNamed(end < 0 ? name.slice(start) : name.slice(start, end));
     if (block) return block;
   }
-  return undefined;
+  return blockStartingLabel(first);
 }
 
 /** The parts of an item's name (cost-shares.ts joins them with it). */

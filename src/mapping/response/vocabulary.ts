@@ -150,6 +150,31 @@ export function blockNamed(label: string | undefined): string | undefined {
   return block ?? undefined;
 }
 
+/** blockStartingLabel's answers by label (null: no block), bounded like the other memos. */
+const blocksStartingLabel = new Map<string, string | null>();
+
+/**
+ * The portal block whose name the label starts with, as whole words (`Inpatient & Day Care` ->
+ * Inpatient, `Maternity (outpatient)` -> Maternity), else undefined.
+ */
+export function blockStartingLabel(label: string | undefined): string | undefined {
+  if (!label) return undefined;
+  let block = blocksStartingLabel.get(label);
+  if (block === undefined) {
+    const normalized = `${normalizeLabel(label)} `;
+    block = null;
+    for (const [name, original] of blocksByNormalizedName) {
+      if (normalized.startsWith(`${name} `)) {
+        block = original;
+        break;
+      }
+    }
+    if (blocksStartingLabel.size >= MAX_NORMALIZED_LABELS) blocksStartingLabel.clear();
+    blocksStartingLabel.set(label, block);
+  }
+  return block ?? undefined;
+}
+
 /** categoryFor's answers by normalized label. */
 const categories = new Map<string, ServiceCategory>();
 
