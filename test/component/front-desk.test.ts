@@ -183,7 +183,7 @@ describe('/app/api/recent-names (issue 35)', () => {
   async function unnamed(auth: Record<string, string>, emiratesId: string): Promise<string> {
     const body = eligibilityRequest({ emiratesId, payer: 'DAMAN' });
     for (const resource of body.contained ?? [])
-      if (resource.resourceType === 'Patient') delete resource.name;
+      if (resource.resourceType === 'Patient') delete (resource as Patient).name;
     const res = await request(h.url)
       .post('/fhir/CoverageEligibilityRequest/$submit')
       .set(auth)
