@@ -180,8 +180,7 @@ export function shareOf(rule: ShareRule, fee: number): Share | undefined {
       const cents = Math.round((feeCents * rule.percent) / 100);
       copayCents = rule.cap === undefined ? cents : Math.min(cents, Math.round(rule.cap * 100));
       // A per-visit deductible is added, at most the fee (the whole is held at the fee below).
-      if (rule.deductible !== undefined)
-        copayCents += Math.min(Math.round(rule.deductible * 100), feeCents);
+      if (rule.deductible !== undefined) copayCents += Math.min(Math.round(rule.deductible * 100), feeCents);
       break;
     }
     case 'fixed':

@@ -67,14 +67,20 @@ function itemName(estimate: ItemEstimate, index: number): string {
 
 /** `a, b and c`. */
 function listed(parts: readonly string[]): string {
-  return parts.length < 2 ? (parts[0] ?? '') : `${parts.slice(0, -1).join(', ')} and ${parts[parts.length - 1]}`;
+  return parts.length < 2
+    ? (parts[0] ?? '')
+    : `${parts.slice(0, -1).join(', ')} and ${parts[parts.length - 1]}`;
 }
 
 /**
  * The note on the totals when an item has no share: which items the copay and benefit totals
  * leave out (they count the others), or that there are none when no item has a share.
  */
-export function totalsNote(estimates: readonly ItemEstimate[], left: readonly number[], counted: number): string {
+export function totalsNote(
+  estimates: readonly ItemEstimate[],
+  left: readonly number[],
+  counted: number,
+): string {
   const names = listed(left.map((index) => itemName(estimates[index]!, index)));
   if (counted === 0)
     return `No copay or benefit total: no item has an estimated share (${names}: the portal's answer gives no figures this estimate can apply).`;

@@ -26,7 +26,14 @@ import { sourceOf } from './items.js';
 import { escapeXml } from './xhtml.js';
 import { classValue, coverageOfInsurance, payerName } from './contained.js';
 import type { ServiceCategory } from './vocabulary.js';
-import { blockNamed, blockStartingLabel, categoryByCode, categoryFor, serviceCategories, usualCategories } from './vocabulary.js';
+import {
+  blockNamed,
+  blockStartingLabel,
+  categoryByCode,
+  categoryFor,
+  serviceCategories,
+  usualCategories,
+} from './vocabulary.js';
 
 /** One category of the summary. */
 export interface VisitLine {
