@@ -291,3 +291,18 @@ describe('$estimate on those plans', () => {
     expect((claim.processNote ?? []).map((n) => n.text).join('\n')).toMatch(note);
   });
 });
+
+describe('the choice of figures never crosses into another network', () => {
+  it('an in-network line without figures does not give way to out-of-network figures', () => {
+    const envelope = mappingFixture('found-eligible-deductible');
+    const data = envelope.eligibility_result?.data_dump?.data;
+    const outpatient = data?.copay_details_to_fill?.[0];
+    if (!outpatient?.primary_network) throw new Error('fixture changed');
+    outpatient.primary_network.network = 'Out of Network';
+    const cer = mapEnvelope(envelope, ctx);
+    expectValidFhir(cer);
+    expect(visitSummary(cer, asked('lab'))[0]?.lines[0]?.sentence).toBe(
+      'Laboratory (Outpatient, RN): covered, no copay figures given by the portal',
+    );
+  });
+});

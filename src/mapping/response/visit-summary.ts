@@ -212,7 +212,8 @@ function sameNetwork(a: Item, b: Item): boolean {
 
 /**
  * The chosen item of a category among its candidates (best first): the first the portal gives
- * figures for (a covered line without figures gives way to a later one with them); then, when its
+ * figures for (a covered line without figures gives way to a later one with them, never to an
+ * out-of-network one when it is in network or unnamed); then, when its
  * figures have no deductible, the first later item of the same block and network whose figures
  * agree with them (the same percentage and maximum, or none given) and add a per-visit deductible
  * (a consultation of 20% up to AED 500 in the copay analysis, its form line adding AED 20).
@@ -221,7 +222,10 @@ function choose(candidates: readonly IndexedItem[]): Choice | undefined {
   const first = candidates[0];
   if (!first) return undefined;
   let chosen: Choice | undefined;
+  const firstOut = isOutOfNetwork(first.item);
   for (const entry of candidates) {
+    // Out-of-network figures never stand in for an in-network line without figures.
+    if (!firstOut && entry !== first && isOutOfNetwork(entry.item)) continue;
     const model = benefitModelOf(entry.item);
     const rule = shareRuleOf(model);
     if (rule.kind !== 'no-figures') {
