@@ -7,6 +7,7 @@ import { call, outcomeText, pathOf, session } from './api.js';
 import { loadAppointments, startAppointments } from './appointments.js';
 import { setTimeZone, when } from './clock.js';
 import { $, bdi, el } from './dom.js';
+import { emiratesIdProblem, PROBLEM_TEXT } from './emirates-id.js';
 import { estimate, outcomeBadge, outcomeWords, renderResult, showKept } from './result.js';
 
 const V2_0203 = 'http://terminology.hl7.org/CodeSystem/v2-0203';
@@ -117,7 +118,7 @@ function signOut() {
   $('sign-out').hidden = true;
   $('sign-in').hidden = false;
   $('result').hidden = true;
-  $('progress').textContent = '';
+  progress('');
   $('api-key').value = '';
   $('api-key').focus();
 }
@@ -145,6 +146,8 @@ function tabKeys(event) {
 // ---------------------------------------------------------------- a check
 
 let polling = null;
+/** When the check followed was sent, or first seen waiting (its progress counts from then). */
+let sentAt = 0;
 let lastCheck = null;
 /** EVIDENCE_RETENTION_DAYS, from the settings: how long a kept document stays. */
 let keptDays = 730;
@@ -153,6 +156,7 @@ let shownId = null;
 function stopPolling() {
   if (polling) clearTimeout(polling.timer);
   polling = null;
+  sentAt = 0;
 }
 
 function requestBody({ patientId, patientName, payerCode, payerName, visitType }) {
@@ -187,15 +191,37 @@ function requestBody({ patientId, patientName, payerCode, payerName, visitType }
   };
 }
 
-function progress(text) {
-  $('progress').textContent = text;
+/** The running check's elapsed-seconds timer (progress while it waits). */
+let ticking = null;
+
+/**
+ * The status line (role="status"). `since` (epoch ms): a check is waiting for its answer since
+ * then; the text says so and a seconds counter beside it moves every second (hidden from screen
+ * readers, which hear the text once), from the moment the check is sent until its answer.
+ */
+function progress(text, since) {
+  if (ticking) clearTimeout(ticking);
+  ticking = null;
+  const status = $('progress');
+  if (since === undefined) {
+    status.textContent = text;
+    return;
+  }
+  const seconds = el('span', { class: 'elapsed', 'aria-hidden': 'true' });
+  const tick = () => {
+    seconds.textContent = ` (${Math.max(0, Math.round((Date.now() - since) / 1000))} s)`;
+    ticking = setTimeout(tick, 1000);
+  };
+  status.replaceChildren(el('span', { class: 'spinner', 'aria-hidden': 'true' }), text, seconds);
+  tick();
 }
 
 /** Runs a check: $submit, then the CER read with If-None-Match until it is no longer queued. */
 async function runCheck(check, { fresh = false } = {}) {
   stopPolling();
   $('result').hidden = true;
-  progress('Sending the check to the payer portal…');
+  sentAt = Date.now();
+  progress(`Checking eligibility at ${check.payerName}: sent to the payer portal…`, sentAt);
   const answer = await call('/fhir/CoverageEligibilityRequest/$submit', {
     method: 'POST',
     body: requestBody(check),
@@ -219,11 +245,13 @@ async function runCheck(check, { fresh = false } = {}) {
 
 function show(cer, etag, path) {
   if (cer.outcome === 'queued') {
-    progress(`${outcomeWords(cer)}. This page updates by itself.`);
+    sentAt ||= Date.now();
+    progress(`${outcomeWords(cer)}. This page updates by itself.`, sentAt);
     polling = { path, etag, timer: setTimeout(() => void follow(path, etag), POLL_MS) };
     return;
   }
   // Said once on screen (the result's headline); a screen reader hears it here too.
+  progress('');
   $('progress').replaceChildren(
     'Done: the answer is below.',
     el('span', { class: 'visually-hidden', text: ` ${outcomeWords(cer)}.` }),
@@ -265,7 +293,7 @@ function showResult(cer, visitType) {
     categoryOfVisitType.get(visitType) ??
     (system === BENEFIT_CATEGORY ? { system, code } : { system: BENEFIT_CATEGORY, code: '3' });
   const onOpen = (url, title) => void openDocument(url, title);
-  renderResult(cer, { onOpen });
+  renderResult(cer, { onOpen, onSearchAll: () => void searchAllPayers() });
   $('result').hidden = false;
   // The proof: which documents are kept, and until when (docs/evidence.md). They are kept just
   // after the answer: asked again a few times while this answer is shown and some are not yet.
@@ -315,10 +343,25 @@ async function openDocument(url, title) {
 
 /** Check again: the same patient, payer and visit type as the check shown, as a new check. */
 async function checkAgain() {
-  if (lastCheck && lastCheck.id === shownId) return runCheck(lastCheck, { fresh: true });
-  if (!shownId) return;
+  const check = await shownCheck();
+  if (check) await runCheck(check, { fresh: true });
+}
+
+/** A member not found at one payer: the same patient and visit type, searched across all payers. */
+async function searchAllPayers() {
+  const check = await shownCheck();
+  if (check) await runCheck({ ...check, payerCode: ALL_PAYERS, payerName: 'All payers' }, { fresh: true });
+}
+
+/** The patient, payer and visit type of the check shown: the one just run, else read from its request. */
+async function shownCheck() {
+  if (lastCheck && lastCheck.id === shownId) return lastCheck;
+  if (!shownId) return null;
   const read = await call(`/fhir/CoverageEligibilityRequest/${encodeURIComponent(shownId)}`);
-  if (read.status !== 200) return progress(outcomeText(read.json, read.status));
+  if (read.status !== 200) {
+    progress(outcomeText(read.json, read.status));
+    return null;
+  }
   const request = read.json;
   const byId = (ref) => (request.contained ?? []).find((r) => `#${r.id}` === ref);
   const patient = byId(request.patient?.reference);
@@ -329,17 +372,28 @@ async function checkAgain() {
     ? ALL_PAYERS
     : (payer?.identifier?.[0]?.value ?? request.insurer?.identifier?.value);
   const coding = request.item?.[0]?.category?.coding?.[0];
-  if (!patientId || !payerCode) return progress('This check cannot be repeated from here: start a new one.');
-  await runCheck(
-    {
-      patientId,
-      patientName,
-      payerCode,
-      payerName: payer?.name ?? request.insurer?.display ?? payerCode,
-      visitType: coding ? `${coding.system}|${coding.code}` : $('visit-type').value,
-    },
-    { fresh: true },
-  );
+  if (!patientId || !payerCode) {
+    progress('This check cannot be repeated from here: start a new one.');
+    return null;
+  }
+  return {
+    patientId,
+    patientName,
+    payerCode,
+    payerName: payer?.name ?? request.insurer?.display ?? payerCode,
+    visitType: coding ? `${coding.system}|${coding.code}` : $('visit-type').value,
+  };
+}
+
+/** The typo guard under the Emirates ID field, as soon as the value is complete (app/emirates-id.js). */
+function checkPatientId() {
+  const field = $('patient-id');
+  const problem = emiratesIdProblem(field.value.trim());
+  const text = problem ? PROBLEM_TEXT[problem] : '';
+  // The form is not sent while the browser holds the field invalid.
+  field.setCustomValidity(text);
+  field.setAttribute('aria-invalid', problem ? 'true' : 'false');
+  $('patient-id-problem').textContent = text;
 }
 
 // ---------------------------------------------------------------- recent checks
@@ -370,6 +424,7 @@ async function loadRecent() {
       .filter((r) => r.resourceType === 'CoverageEligibilityRequest')
       .map((r) => [`CoverageEligibilityRequest/${r.id}`, r]),
   );
+  const who = await whoseChecks(cers, requests);
   $('recent-note').textContent = cers.length === 0 ? 'No checks match.' : '';
   list.replaceChildren(
     ...cers.map((cer) =>
@@ -378,7 +433,7 @@ async function loadRecent() {
         {},
         badge(cer),
         ' ',
-        bdi(patientNameOf(requests.get(cer.request?.reference))),
+        bdi(who.get(cer.id) ?? ''),
         ' ',
         bdi(cer.insurer?.display ?? cer.insurer?.identifier?.value ?? ''),
         ' ',
@@ -392,6 +447,29 @@ async function loadRecent() {
       ),
     ),
   );
+}
+
+/**
+ * Whose check each row is: the patient's name typed for it; for a check made without one, the
+ * policy holder's name the payer portal returned, else the identifier masked to its last digits
+ * (from /app/api/recent-names: the full identifier is never shown in the list).
+ */
+async function whoseChecks(cers, requests) {
+  const who = new Map();
+  const unnamed = [];
+  for (const cer of cers) {
+    const name = patientNameOf(requests.get(cer.request?.reference));
+    if (name) who.set(cer.id, name);
+    else if (cer.id) unnamed.push(cer.id);
+  }
+  if (unnamed.length === 0) return who;
+  const params = new URLSearchParams(unnamed.map((id) => ['id', id]));
+  const found = await call(`/app/api/recent-names?${params}`);
+  for (const { id, text, source } of found.status === 200 ? found.json.names : []) {
+    who.set(id, source === 'portal' ? `${text} (policy holder)` : text);
+  }
+  for (const id of unnamed) if (!who.has(id)) who.set(id, 'Patient not named');
+  return who;
 }
 
 /** The patient's name in a stored request (its contained Patient), or ''. */
@@ -519,6 +597,9 @@ function start() {
   }
   $('check-form').addEventListener('submit', (event) => {
     event.preventDefault();
+    // A value filled in without typing (a link, the EHR) is held to the same guard.
+    checkPatientId();
+    if (!$('patient-id').reportValidity()) return;
     const payerCode = payerCodeOf($('payer').value);
     void runCheck({
       patientId: $('patient-id').value.trim(),
@@ -529,6 +610,7 @@ function start() {
     });
   });
   $('payer').addEventListener('input', showPayerName);
+  $('patient-id').addEventListener('input', checkPatientId);
   $('estimate-form').addEventListener('submit', (event) => {
     event.preventDefault();
     void askEstimate();

@@ -4,7 +4,7 @@
  * key and scoped to that tenant: payers, visit types, the operator view (guards, stuck checks,
  * queues) and a guard reset. Against the running service and the sandbox over real HTTP.
  */
-import type { CoverageEligibilityResponse, OperationOutcome } from 'fhir/r4.js';
+import type { CoverageEligibilityResponse, OperationOutcome, Patient } from 'fhir/r4.js';
 import request from 'supertest';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { CANONICAL_BASE } from '../../src/fhir/canonical.js';
@@ -93,8 +93,8 @@ describe('/app/api/', () => {
     const codes = (payers.body.payers as { code: string }[]).map((p) => p.code);
     for (const code of Object.keys(SANDBOX_PAYERS)) expect(codes, code).toContain(code);
     // Recent: the tenant's newest checks' payer codes, newest first, any code, never another tenant's.
-    await submit(h.auth, '784-1990-0000001-1', 'zzrecent');
-    await submit(h.authB, '784-1990-0000001-1', 'OTHERTENANT');
+    await submit(h.auth, '784-1990-0000001-0', 'zzrecent');
+    await submit(h.authB, '784-1990-0000001-0', 'OTHERTENANT');
     const after = await request(h.url).get('/app/api/payers').set(h.auth);
     expect(after.body.recent[0]).toBe('ZZRECENT');
     expect(after.body.recent).not.toContain('OTHERTENANT');
@@ -125,7 +125,7 @@ describe('/app/api/', () => {
       .set(h.auth)
       .set('Prefer', 'wait=0')
       .set('Content-Type', 'application/fhir+json')
-      .send(eligibilityRequest({ emiratesId: '784-1990-0000012-2', payer: 'NAS' }));
+      .send(eligibilityRequest({ emiratesId: '784-1990-0000012-7', payer: 'NAS' }));
     const slowId = new URL(String(slow.headers.location)).pathname.split('/').pop();
 
     const mine = await until(
@@ -165,7 +165,7 @@ describe('/app/api/', () => {
     expect(await h.server.store.getGuard('clinic-a', 'METLIFE')).toBeNull();
     expect((await request(h.url).post('/app/api/guards/METLIFE/reset').set(h.auth)).status).toBe(404);
     // Checks reach the payer again.
-    expect((await submit(h.auth, '784-1990-0000001-1', 'METLIFE')).status).toBe(200);
+    expect((await submit(h.auth, '784-1990-0000001-0', 'METLIFE')).status).toBe(200);
   });
 
   it('a payer that is not a payer code is a 400 naming it', async () => {
@@ -176,6 +176,60 @@ describe('/app/api/', () => {
       expect((res.body as OperationOutcome).issue[0]?.expression).toEqual(['payer']);
     }
   });
+});
+
+describe('/app/api/recent-names (issue 35)', () => {
+  /** The CER id of a check made without a patient name. */
+  async function unnamed(auth: Record<string, string>, emiratesId: string): Promise<string> {
+    const body = eligibilityRequest({ emiratesId, payer: 'DAMAN' });
+    for (const resource of body.contained ?? [])
+      if (resource.resourceType === 'Patient') delete (resource as Patient).name;
+    const res = await request(h.url)
+      .post('/fhir/CoverageEligibilityRequest/$submit')
+      .set(auth)
+      .set('Prefer', 'wait=20')
+      .set('Content-Type', 'application/fhir+json')
+      .send(body);
+    expect(res.status).toBe(200);
+    return String((res.body as CoverageEligibilityResponse).id);
+  }
+
+  it.each<[string, string, RegExp, 'identifier']>([
+    // The sandbox echoes the name sent as the policy holder's: none sent, none returned (the
+    // portal's name is shown on the page from a recorded answer: test/browser/collect.test.ts).
+    [
+      'a found member the portal gives no holder name for: the masked identifier',
+      '784-1990-0000001-0',
+      /^ID ending 0010$/,
+      'identifier',
+    ],
+    [
+      'member not found: the identifier masked to its last 4 digits',
+      '784-1990-0000003-6',
+      /^ID ending 0036$/,
+      'identifier',
+    ],
+  ])('names %s, never the whole identifier', async (_name, emiratesId, text, source) => {
+    const id = await unnamed(h.auth, emiratesId);
+    const res = await request(h.url).get(`/app/api/recent-names?id=${id}`).set(h.auth);
+    expect(res.status).toBe(200);
+    const names = (res.body as { names: { id: string; text: string; source: string }[] }).names;
+    expect(names).toEqual([{ id, text: expect.stringMatching(text), source }]);
+    expect(JSON.stringify(res.body)).not.toContain(emiratesId.replace(/-/g, '').slice(3));
+    // Another tenant's check is not answered.
+    const other = await request(h.url).get(`/app/api/recent-names?id=${id}`).set(h.authB);
+    expect((other.body as { names: unknown[] }).names).toEqual([]);
+  });
+
+  it.each([['%3Cx%3E'], ['a'.repeat(65)], [Array.from({ length: 21 }, (_v, i) => `c${i}`).join('&id=')]])(
+    'an id that is not a check id, or too many, is a 400 naming id (%#)',
+    async (ids) => {
+      const res = await request(h.url).get(`/app/api/recent-names?id=${ids}`).set(h.auth);
+      expect(res.status).toBe(400);
+      expectValidFhir(res.body);
+      expect((res.body as OperationOutcome).issue[0]?.expression).toEqual(['id']);
+    },
+  );
 });
 
 describe('the narrative over HTTP', () => {
@@ -193,14 +247,14 @@ describe('the narrative over HTTP', () => {
     /<p><b>([^<]+)<\/b><\/p>/.exec(cer.text?.div ?? '')?.[1];
 
   it('every CER the service answers or stores carries it: final, error, queued, search-all', async () => {
-    const eligible = await submit(h.auth, '784-1990-0000001-1', 'DAMAN');
+    const eligible = await submit(h.auth, '784-1990-0000001-0', 'DAMAN');
     expect(eligible.status).toBe(200);
     expectValidFhir(eligible.body);
     expect(eligible.body.text).toMatchObject({ status: 'generated' });
     expect(headline(eligible.body as CoverageEligibilityResponse)).toBe('Eligible');
     expect((await cerAt(eligible.headers.location)).text).toEqual(eligible.body.text);
 
-    const notFound = await submit(h.auth, '784-1990-0000003-3', 'DAMAN');
+    const notFound = await submit(h.auth, '784-1990-0000003-6', 'DAMAN');
     expect(headline(await cerAt(notFound.headers.location))).toBe('No determination');
 
     const queued = await request(h.url)
@@ -208,7 +262,7 @@ describe('the narrative over HTTP', () => {
       .set(h.auth)
       .set('Prefer', 'wait=0')
       .set('Content-Type', 'application/fhir+json')
-      .send(eligibilityRequest({ emiratesId: '784-1990-0000012-2', payer: 'THIQA' }));
+      .send(eligibilityRequest({ emiratesId: '784-1990-0000012-7', payer: 'THIQA' }));
     expect(queued.body.outcome).toBe('queued');
     expectValidFhir(queued.body);
     expect(headline(queued.body as CoverageEligibilityResponse)).toMatch(
@@ -220,7 +274,7 @@ describe('the narrative over HTTP', () => {
       .set(h.auth)
       .set('Prefer', 'wait=20')
       .set('Content-Type', 'application/fhir+json')
-      .send(eligibilityRequest({ emiratesId: '784-1990-0000031-1', discovery: true }));
+      .send(eligibilityRequest({ emiratesId: '784-1990-0000031-7', discovery: true }));
     const searchAll = await until(
       async () => {
         const cer = await cerAt(all.headers.location);

@@ -75,6 +75,8 @@ export interface HarnessOptions {
   evidenceMaxBytes?: number;
   /** The first back-off of a failed document download (default here 50 ms). */
   evidenceRetryMs?: number;
+  /** Tenants that let a wrong Emirates ID check digit through with a warning. */
+  emiratesIdCheckDigit?: { a?: 'warn'; b?: 'warn' };
 }
 
 export interface Harness {
@@ -110,11 +112,13 @@ export function testConfig(upstreamUrl: string, options: HarnessOptions = {}): C
         ...tenant('clinic-a', TENANT_A_KEY, options.maxInFlight ?? 3, options.reuseWindowMinutes ?? 0),
         smartClients: options.smartClients?.a ?? [],
         ...(options.cdsClients?.a ? { cdsClients: options.cdsClients.a } : {}),
+        ...(options.emiratesIdCheckDigit?.a ? { emiratesIdCheckDigit: options.emiratesIdCheckDigit.a } : {}),
       },
       {
         ...tenant('clinic-b', TENANT_B_KEY, options.maxInFlight ?? 3, options.reuseWindowMinutes ?? 0),
         smartClients: options.smartClients?.b ?? [],
         ...(options.cdsClients?.b ? { cdsClients: options.cdsClients.b } : {}),
+        ...(options.emiratesIdCheckDigit?.b ? { emiratesIdCheckDigit: options.emiratesIdCheckDigit.b } : {}),
       },
     ].map((t) =>
       options.subscriptionEndpoints ? { ...t, subscriptionEndpoints: options.subscriptionEndpoints } : t,
