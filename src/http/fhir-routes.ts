@@ -13,7 +13,7 @@ import { estimate } from '../operations/estimate.js';
 import { asyncStatusOrBatch, batch } from '../operations/batch.js';
 import { validateSubmit } from '../operations/validate.js';
 import { readConformance } from '../operations/conformance-read.js';
-import { capabilityStatement, type CapabilityFeatures } from '../operations/metadata.js';
+import { CAPABILITY_DATE, capabilityStatement, type CapabilityFeatures } from '../operations/metadata.js';
 import { readRequest, readResponse, vreadResponse, type CerCache } from '../operations/read.js';
 import { searchRequests, searchResponses } from '../operations/search/index.js';
 import { submit } from '../operations/submit.js';
@@ -117,9 +117,8 @@ export interface FhirRoutes {
 export function fhirRoutes(deps: FhirRouteDeps): FhirRoutes {
   const router = express.Router();
   router.use(negotiate);
-  const metadataDate = new Date().toISOString();
   router.get('/metadata', (_req, res) => {
-    sendResource(res, 200, capabilityStatement(deps.features, deps.baseUrl, deps.version, metadataDate));
+    sendResource(res, 200, capabilityStatement(deps.features, deps.baseUrl, deps.version, CAPABILITY_DATE));
   });
   for (const type of deps.features.conformance) {
     router.get(`/${type}/:id`, (req, res) => {

@@ -21,6 +21,7 @@ import { allAdapterErrors } from '../response/adapter-errors.js';
 import { EXTENSION_IDS, OUTCOME_SYSTEM, SERVICE_CATEGORY_SYSTEM } from '../response/codes.js';
 import { conceptMaps } from './concept-maps.js';
 import { operationResources } from './operations.js';
+import { profileDefinitions } from './profiles.js';
 import { searchParameterResources } from './search-parameters.js';
 import { outcomeRules } from '../response/outcome-rules.js';
 import { serviceCategories } from '../response/vocabulary.js';
@@ -71,6 +72,7 @@ const extensionSchema = z
 const extensionsTableSchema = z.object({
   description: z.string(),
   version: z.string(),
+  date: z.iso.date(),
   publisher: z.string(),
   extensions: z.array(extensionSchema),
 });
@@ -92,8 +94,10 @@ const codeSystemsTableSchema = z.object({
 const extensionsTable = loadMappingTable('conformance/extensions.json', extensionsTableSchema);
 const codeSystemsTable = loadMappingTable('conformance/code-systems.json', codeSystemsTableSchema);
 
-const common = {
+/** The version, date, status and publisher every conformance resource of the service carries. */
+export const common = {
   version: extensionsTable.version,
+  date: extensionsTable.date,
   status: 'active' as const,
   publisher: extensionsTable.publisher,
 };
@@ -276,6 +280,7 @@ export function conformanceResources(): Resource[] {
   if (built) return built;
   const tables = codeSystemsTable.codeSystems;
   built = [
+    ...profileDefinitions(common),
     ...extensionsTable.extensions.map(structureDefinition),
     outcomeCodeSystem(),
     serviceCategoryCodeSystem(),
