@@ -67,6 +67,10 @@ interface Node {
   elementPath: string;
   /** On an Extension node: its url (for a context of type `extension`). */
   extensionUrl?: string;
+  /** The path from the resource the node is in, as profiles name it (`value[x]`, no indexes). */
+  profilePath: string;
+  /** The profiles (from meta.profile, in the package) of the resource the node is in. */
+  profiles: StructureDefinition[];
 }
 
 export class PackageValidator {
@@ -123,7 +127,7 @@ export class PackageValidator {
   }
 
   private visitResource(resource: FhirResource, at: string, literal: string, issues: PackageIssue[]): void {
-    this.checkProfiles(resource, at, issues);
+    const profiles = this.checkProfiles(resource, at, issues);
     const type = resource.resourceType;
     if (!this.defs.coreType(type)) {
       issues.push({
@@ -133,13 +137,23 @@ export class PackageValidator {
       });
       return;
     }
-    const node: Node = { at, literal, logical: [type], isResource: true, type, elementPath: type };
+    const node: Node = {
+      at,
+      literal,
+      logical: [type],
+      isResource: true,
+      type,
+      elementPath: type,
+      profilePath: type,
+      profiles,
+    };
     this.visitObject(resource as unknown as Record<string, unknown>, node, issues);
   }
 
   /** meta.profile: named for a profiled kind, found in the package, and met (medplum, with the loaded profile). */
-  private checkProfiles(resource: FhirResource, at: string, issues: PackageIssue[]): void {
+  private checkProfiles(resource: FhirResource, at: string, issues: PackageIssue[]): StructureDefinition[] {
     const named = resource.meta?.profile ?? [];
+    const met: StructureDefinition[] = [];
     if (this.profiledTypes.has(resource.resourceType) && !named.some((u) => this.profiles.has(u)))
       issues.push({
         id: 'profile',
@@ -173,6 +187,7 @@ export class PackageValidator {
         issues.push({ id: 'profile', path: at, text: `The profile ${url} has no snapshot` });
         continue;
       }
+      met.push(profile);
       if (!this.loaded.has(url)) {
         loadDataType(profile as unknown as MedplumStructureDefinition);
         this.loaded.add(url);
@@ -192,12 +207,57 @@ export class PackageValidator {
         issues.push({ id: 'profile', path: at, text: `${url}: ${String((err as Error).message)}` });
       }
     }
+    return met;
+  }
+
+  /**
+   * The extension slices of the node's profiles, which medplum does not match (it looks for a
+   * fixed `url` under the slice, and a generated snapshot names the extension by the slice's type
+   * profile instead, as the HL7 validator reads it): each slice's cardinality, and closed slicing.
+   */
+  private checkExtensionSlices(list: Extension[], key: string, node: Node, issues: PackageIssue[]): void {
+    const path = `${node.profilePath}.${key}`;
+    for (const profile of node.profiles) {
+      const elements = profile.snapshot?.element ?? [];
+      const slices = elements.filter((e) => e.path === path && e.sliceName !== undefined);
+      const base = elements.find((e) => e.path === path && e.sliceName === undefined);
+      const urls = new Set<string>();
+      for (const slice of slices) {
+        const url = slice.type?.[0]?.profile?.[0];
+        if (!url) continue;
+        urls.add(url);
+        const found = list.filter((x) => x?.url === url).length;
+        const max = slice.max === '*' ? Infinity : Number(slice.max ?? '1');
+        if (found > max)
+          issues.push({
+            id: 'Validation_VAL_Profile_Maximum',
+            path: `${node.at}.${key}`,
+            text: `${path}:${slice.sliceName ?? ''}: max allowed = ${slice.max ?? '1'}, but found ${found} (from ${profile.url})`,
+          });
+        if (found < (slice.min ?? 0))
+          issues.push({
+            id: 'Validation_VAL_Profile_Minimum_SLICE_EXT',
+            path: `${node.at}.${key}`,
+            text: `Slice '${path}:${slice.sliceName ?? ''}' for extension '${url}': a matching slice is required, but not found (from ${profile.url})`,
+          });
+      }
+      if (base?.slicing?.rules === 'closed')
+        list.forEach((x, i) => {
+          if (!urls.has(x?.url))
+            issues.push({
+              id: 'Validation_VAL_Profile_NotSlice',
+              path: `${node.at}.${key}[${i}]`,
+              text: `This element does not match any known slice defined in the profile ${profile.url} and slicing is CLOSED`,
+            });
+        });
+    }
   }
 
   private visitObject(obj: Record<string, unknown>, node: Node, issues: PackageIssue[]): void {
     for (const [key, value] of Object.entries(obj)) {
       if (key === 'resourceType' || value === null || value === undefined) continue;
       if (key === 'extension' || key === 'modifierExtension') {
+        this.checkExtensionSlices(asArray(value) as Extension[], key, node, issues);
         asArray(value).forEach((ext, i) =>
           this.checkExtension(
             ext as Extension,
@@ -218,6 +278,8 @@ export class PackageValidator {
         const at = `${node.at}.${name}${Array.isArray(value) ? `[${i}]` : ''}`;
         const literal = `${node.literal}.${name}`;
         const definitionPath = child.path;
+        const profilePath = `${node.profilePath}.${child.path.endsWith('[x]') ? (child.path.split('.').pop() ?? name) : name}`;
+        const inherited = { profilePath, profiles: node.profiles };
         if (child.type === 'Resource' && !primitiveExtension) {
           // contained, Bundle.entry.resource, Bundle.entry.response.outcome, Parameters.parameter.resource
           const res = item as FhirResource;
@@ -234,6 +296,7 @@ export class PackageValidator {
               isResource: false,
               type: child.type,
               elementPath: child.type,
+              ...inherited,
             },
             issues,
           );
@@ -249,6 +312,7 @@ export class PackageValidator {
             isResource: false,
             type: backbone ? child.owner : child.type,
             elementPath: backbone ? child.path : child.type,
+            ...inherited,
           },
           issues,
         );
@@ -346,6 +410,9 @@ export class PackageValidator {
       type: 'Extension',
       elementPath: 'Extension',
       extensionUrl: url,
+      // Inside an extension the resource's profiles name nothing (its own definition is checked here).
+      profilePath: 'Extension',
+      profiles: [],
     };
     const counts = new Map<string, number>();
     parts.forEach((part, i) => {
@@ -386,11 +453,17 @@ export class PackageValidator {
     )) {
       const n = counts.get(slice.id ?? '') ?? 0;
       const max = slice.max === '*' ? Infinity : Number(slice.max ?? '1');
-      if (n < (slice.min ?? 0) || n > max)
+      if (n > max)
         issues.push({
-          id: 'Validation_VAL_Profile_Minimum',
+          id: 'Validation_VAL_Profile_Maximum',
           path: at,
-          text: `${url}: slice ${slice.sliceName} (${sliceUrl(elements, slice) ?? ''}) found ${n} times, allowed ${slice.min ?? 0}..${slice.max ?? '1'}`,
+          text: `${slice.id ?? ''}: max allowed = ${slice.max ?? '1'}, but found ${n} (from ${url})`,
+        });
+      if (n < (slice.min ?? 0))
+        issues.push({
+          id: 'Validation_VAL_Profile_Minimum_SLICE',
+          path: at,
+          text: `Slice '${slice.id ?? ''}': a matching slice is required, but not found (from ${url})`,
         });
     }
     this.visitValue(ext, extensionNode, at, issues);
@@ -411,6 +484,8 @@ export class PackageValidator {
           isResource: false,
           type,
           elementPath: type,
+          profilePath: 'Extension.value[x]',
+          profiles: [],
         },
         issues,
       );
