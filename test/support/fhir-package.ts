@@ -14,6 +14,7 @@ import {
   mkdtempSync,
   renameSync,
   rmSync,
+  symlinkSync,
   writeFileSync,
 } from 'node:fs';
 import { createRequire } from 'node:module';
@@ -117,16 +118,18 @@ export interface LoadedPackage {
  * R4 core. Throws when the loader cannot load either, or when the package names itself otherwise.
  */
 export async function loadFhirPackage(tgz: string, name: string, version: string): Promise<LoadedPackage> {
-  // Each load gets its own cache folder for the adapter's package (the loader moves the unpacked
-  // tarball into it); R4 core is linked from the shared folder by writing it there first.
-  const cacheFolder = r4CoreCache();
+  // Each load gets its own cache folder: the adapter's package is unpacked into it by the loader,
+  // and R4 core is linked in from the folder shared by the runs of this machine.
+  const cacheFolder = mkdtempSync(join(tmpdir(), 'fea-fhir-cache-'));
+  const core = `${R4_CORE.name}#${R4_CORE.version}`;
+  symlinkSync(join(r4CoreCache(), core), join(cacheFolder, core), 'dir');
   const packageCache = new DiskBasedPackageCache(cacheFolder);
   const loader = new BasePackageLoader(await createSQLJSPackageDB(), packageCache, offline, offline, {
     log: () => undefined,
     resourceCacheSize: 0,
   });
   const label = `${name}#${version}`;
-  const unpacked = await packageCache.cachePackageTarball(name, version, createReadStream(tgz));
+  await packageCache.cachePackageTarball(name, version, createReadStream(tgz));
   try {
     for (const [pkg, ver] of [
       [R4_CORE.name, R4_CORE.version],
@@ -160,7 +163,7 @@ export async function loadFhirPackage(tgz: string, name: string, version: string
       coreType: (type) => coreByType.get(type),
     };
   } finally {
-    // The unpacked copy is this load's own: the loader has read every file by now.
-    rmSync(unpacked, { recursive: true, force: true });
+    // This load's own folder (the link, not the shared R4 core): every file has been read by now.
+    rmSync(cacheFolder, { recursive: true, force: true });
   }
 }
