@@ -17,6 +17,7 @@ import type {
   CoverageEligibilityResponse,
   Extension,
   FhirResource,
+  Parameters,
   Resource,
   StructureDefinition,
 } from 'fhir/r4.js';
@@ -497,6 +498,18 @@ describe("the adapter's FHIR package, loaded by fhir-package-loader", () => {
       structuredClone(cer.extension!.find((x) => x.url === once!.type![0]!.profile![0])!),
     );
     expect(added(twice)).toContain('Validation_VAL_Profile_Maximum');
+
+    // A slice nested in a slice: a notification event without its event number.
+    const notification = emitted.find(
+      (e) => e.source.startsWith('notification') && JSON.stringify(e.resource).includes('"event-number"'),
+    )?.resource as Bundle | undefined;
+    expect(notification).toBeDefined();
+    const status = structuredClone(notification!.entry![0]!.resource as Parameters);
+    const event = status.parameter!.find((p) => p.name === 'notification-event')!;
+    event.part = event.part!.filter((p) => p.name !== 'event-number');
+    expect(validator.validate(status).map((i) => i.text)).toContainEqual(
+      expect.stringContaining("Slice 'Parameters.parameter:notificationEvent.part:eventNumber'"),
+    );
 
     // A profile the package does not have; no profile at all on a kind the package profiles.
     const unknownProfile = structuredClone(cer);

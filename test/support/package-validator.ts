@@ -25,7 +25,7 @@
  *      cardinalities hold.
  *    Every definition read must have a snapshot (the HL7 validator reads only snapshots).
  */
-import { loadDataType, validateResource } from '@medplum/core';
+import { OperationOutcomeError, loadDataType, validateResource } from '@medplum/core';
 import type {
   StructureDefinition as MedplumStructureDefinition,
   Resource as MedplumResource,
@@ -33,6 +33,21 @@ import type {
 import type { ElementDefinition, Extension, FhirResource, StructureDefinition } from 'fhir/r4.js';
 import { validateFhir } from '../../src/fhir/validator.js';
 import type { LoadedPackage } from './fhir-package.js';
+
+/**
+ * The HL7 validator's fixContexts: R4 core puts structuredefinition-fhir-type on ElementDefinition.type
+ * though its context says ElementDefinition.type.code, and regex on ElementDefinition.type too
+ * (https://jira.hl7.org/browse/FHIR-13328); it accepts both there.
+ */
+function fixedContexts(url: string): { type: 'element'; expression: string }[] {
+  return url === 'http://hl7.org/fhir/StructureDefinition/structuredefinition-fhir-type' ||
+    url === 'http://hl7.org/fhir/StructureDefinition/regex'
+    ? [{ type: 'element', expression: 'ElementDefinition.type' }]
+    : [];
+}
+
+/** medplum's slice count, replaced by checkSlicing (its nested and extension slices are wrong). */
+const SLICE_COUNT = 'Incorrect number of values provided for slice';
 
 export interface PackageIssue {
   /** The HL7 validator's message id, or `base`/`profile` for the other layers. */
@@ -43,13 +58,17 @@ export interface PackageIssue {
 }
 
 /** The definitions the checks read: a loaded package, or a view of it (one definition removed). */
-export type Definitions = Pick<LoadedPackage, 'structureDefinition' | 'coreType' | 'resources'>;
+export type Definitions = Pick<
+  LoadedPackage,
+  'structureDefinition' | 'coreType' | 'resources' | 'packageJson'
+>;
 
 /** Without one canonical URL: the package as if that definition had been left out of it. */
 export function without(definitions: Definitions, url: string): Definitions {
   return {
     structureDefinition: (u) => (u === url ? undefined : definitions.structureDefinition(u)),
     coreType: definitions.coreType,
+    packageJson: definitions.packageJson,
     resources: definitions.resources.filter((r) => !('url' in r) || r.url !== url),
   };
 }
@@ -67,10 +86,6 @@ interface Node {
   elementPath: string;
   /** On an Extension node: its url (for a context of type `extension`). */
   extensionUrl?: string;
-  /** The path from the resource the node is in, as profiles name it (`value[x]`, no indexes). */
-  profilePath: string;
-  /** The profiles (from meta.profile, in the package) of the resource the node is in. */
-  profiles: StructureDefinition[];
 }
 
 export class PackageValidator {
@@ -85,7 +100,8 @@ export class PackageValidator {
       if (r.resourceType !== 'StructureDefinition') continue;
       if (r.derivation === 'constraint' && r.kind === 'resource') {
         this.profiles.set(r.url, r);
-        this.profiledTypes.add(r.type);
+        // The adapter's own profiles (not those copied from another guide) say what it emits.
+        if (r.url.startsWith(`${String(defs.packageJson.canonical)}/`)) this.profiledTypes.add(r.type);
       }
     }
     for (const name of [
@@ -127,7 +143,7 @@ export class PackageValidator {
   }
 
   private visitResource(resource: FhirResource, at: string, literal: string, issues: PackageIssue[]): void {
-    const profiles = this.checkProfiles(resource, at, issues);
+    this.checkProfiles(resource, at, issues);
     const type = resource.resourceType;
     if (!this.defs.coreType(type)) {
       issues.push({
@@ -144,8 +160,6 @@ export class PackageValidator {
       isResource: true,
       type,
       elementPath: type,
-      profilePath: type,
-      profiles,
     };
     this.visitObject(resource as unknown as Record<string, unknown>, node, issues);
   }
@@ -192,72 +206,148 @@ export class PackageValidator {
         loadDataType(profile as unknown as MedplumStructureDefinition);
         this.loaded.add(url);
       }
+      // medplum returns warnings and throws its errors (an OperationOutcomeError with all of them).
+      let found: { severity?: string; details?: { text?: string }; expression?: string[] }[];
       try {
-        const found = validateResource(resource as unknown as MedplumResource, {
+        found = validateResource(resource as unknown as MedplumResource, {
           profile: profile as unknown as MedplumStructureDefinition,
         });
-        for (const i of found)
-          if (i.severity === 'error')
-            issues.push({
-              id: 'profile',
-              path: `${at} (${(i.expression ?? []).join(',')})`,
-              text: `${url}: ${i.details?.text ?? ''}`,
-            });
       } catch (err) {
-        issues.push({ id: 'profile', path: at, text: `${url}: ${String((err as Error).message)}` });
+        found =
+          err instanceof OperationOutcomeError
+            ? err.outcome.issue
+            : [{ severity: 'error', details: { text: String((err as Error).message) } }];
       }
+      for (const i of found)
+        if (i.severity === 'error' && !i.details?.text?.startsWith(SLICE_COUNT))
+          issues.push({
+            id: 'profile',
+            path: `${at} (${(i.expression ?? []).join(',')})`,
+            text: `${url}: ${i.details?.text ?? ''}`,
+          });
+      this.checkSlicing(resource, profile, at, issues);
     }
     return met;
   }
 
   /**
-   * The extension slices of the node's profiles, which medplum does not match (it looks for a
-   * fixed `url` under the slice, and a generated snapshot names the extension by the slice's type
-   * profile instead, as the HL7 validator reads it): each slice's cardinality, and closed slicing.
+   * The slicing of a profile, evaluated here instead of by medplum: medplum 4.5.2 does not match an
+   * extension slice that names its extension by type profile (as generated snapshots do), applies
+   * a slice nested in a slice (Parameters.parameter:notificationEvent.part:eventNumber) to every
+   * repetition of the outer element, and does not match by `type` of a resource. Each sliced
+   * element of the profile is matched the way the HL7 validator discriminates (value/pattern by a
+   * fixed or pattern value or, for `url` of an extension, by the slice's type profile; type of a
+   * resource), then each slice's cardinality is checked (Validation_VAL_Profile_Maximum,
+   * Validation_VAL_Profile_Minimum_SLICE) and an item matching no slice of a closed slicing is an
+   * error (Validation_VAL_Profile_NotSlice). Slices are followed into what they matched.
    */
-  private checkExtensionSlices(list: Extension[], key: string, node: Node, issues: PackageIssue[]): void {
-    const path = `${node.profilePath}.${key}`;
-    for (const profile of node.profiles) {
-      const elements = profile.snapshot?.element ?? [];
-      const slices = elements.filter((e) => e.path === path && e.sliceName !== undefined);
-      const base = elements.find((e) => e.path === path && e.sliceName === undefined);
-      const urls = new Set<string>();
-      for (const slice of slices) {
-        const url = slice.type?.[0]?.profile?.[0];
-        if (!url) continue;
-        urls.add(url);
-        const found = list.filter((x) => x?.url === url).length;
-        const max = slice.max === '*' ? Infinity : Number(slice.max ?? '1');
-        if (found > max)
-          issues.push({
-            id: 'Validation_VAL_Profile_Maximum',
-            path: `${node.at}.${key}`,
-            text: `${path}:${slice.sliceName ?? ''}: max allowed = ${slice.max ?? '1'}, but found ${found} (from ${profile.url})`,
-          });
-        if (found < (slice.min ?? 0))
-          issues.push({
-            id: 'Validation_VAL_Profile_Minimum_SLICE_EXT',
-            path: `${node.at}.${key}`,
-            text: `Slice '${path}:${slice.sliceName ?? ''}' for extension '${url}': a matching slice is required, but not found (from ${profile.url})`,
-          });
-      }
-      if (base?.slicing?.rules === 'closed')
-        list.forEach((x, i) => {
-          if (!urls.has(x?.url))
+  private checkSlicing(
+    resource: FhirResource,
+    profile: StructureDefinition,
+    at: string,
+    issues: PackageIssue[],
+  ): void {
+    const elements = profile.snapshot?.element ?? [];
+    const byId = new Map(elements.map((e) => [e.id ?? e.path, e]));
+    const children = new Map<string, string[]>();
+    const slices = new Map<string, ElementDefinition[]>();
+    for (const e of elements) {
+      const id = e.id ?? e.path;
+      const dot = id.lastIndexOf('.');
+      if (dot < 0) continue;
+      const last = id.slice(dot + 1);
+      const colon = last.indexOf(':');
+      if (colon < 0) push(children, id.slice(0, dot), id);
+      else if (!last.slice(colon + 1).includes('/')) push(slices, id.slice(0, dot + 1 + colon), e);
+    }
+    const walk = (obj: Record<string, unknown>, elementId: string, where: string): void => {
+      for (const childId of children.get(elementId) ?? []) {
+        const name = childId.slice(childId.lastIndexOf('.') + 1);
+        if (name.endsWith('[x]')) continue;
+        const element = byId.get(childId);
+        const list = asArray(obj[name]).filter(
+          (v): v is Record<string, unknown> => typeof v === 'object' && v !== null,
+        );
+        const itemAt = (i: number) => `${where}.${name}${Array.isArray(obj[name]) ? `[${i}]` : ''}`;
+        const sliced = element?.slicing ? (slices.get(childId) ?? []) : [];
+        if (!element?.slicing) {
+          list.forEach((item, i) => walk(item, childId, itemAt(i)));
+          continue;
+        }
+        const counts = new Map<ElementDefinition, number>();
+        list.forEach((item, i) => {
+          const slice = sliced.find((sl) =>
+            this.matchesSlice(item, sl, element.slicing?.discriminator ?? [], byId),
+          );
+          if (slice) {
+            counts.set(slice, (counts.get(slice) ?? 0) + 1);
+            walk(item, slice.id ?? '', itemAt(i));
+            return;
+          }
+          if (element.slicing?.rules === 'closed')
             issues.push({
               id: 'Validation_VAL_Profile_NotSlice',
-              path: `${node.at}.${key}[${i}]`,
+              path: itemAt(i),
               text: `This element does not match any known slice defined in the profile ${profile.url} and slicing is CLOSED`,
             });
+          walk(item, childId, itemAt(i));
         });
-    }
+        for (const slice of sliced) {
+          const found = counts.get(slice) ?? 0;
+          const max = slice.max === '*' ? Infinity : Number(slice.max ?? '1');
+          if (found > max)
+            issues.push({
+              id: 'Validation_VAL_Profile_Maximum',
+              path: `${where}.${name}`,
+              text: `${slice.id ?? ''}: max allowed = ${slice.max ?? '1'}, but found ${found} (from ${profile.url})`,
+            });
+          if (found < (slice.min ?? 0))
+            issues.push({
+              id: 'Validation_VAL_Profile_Minimum_SLICE',
+              path: `${where}.${name}`,
+              text: `Slice '${slice.id ?? ''}': a matching slice is required, but not found (from ${profile.url})`,
+            });
+        }
+      }
+    };
+    walk(resource as unknown as Record<string, unknown>, resource.resourceType, at);
+  }
+
+  private matchesSlice(
+    item: Record<string, unknown>,
+    slice: ElementDefinition,
+    discriminators: { type: string; path: string }[],
+    byId: Map<string, ElementDefinition>,
+  ): boolean {
+    if (discriminators.length === 0) return false;
+    return discriminators.every(({ type, path }) => {
+      if (type === 'value' || type === 'pattern') {
+        const at = byId.get(`${slice.id ?? ''}.${path}`);
+        const fixed = at ? fixedOf(at) : undefined;
+        if (fixed !== undefined) return matchesPattern(item[path], fixed);
+        // An extension slice names its extension by type profile: its url.
+        const profileUrl = slice.type?.[0]?.profile?.[0];
+        return path === 'url' && profileUrl !== undefined && item.url === profileUrl;
+      }
+      if (type === 'type' || type === 'profile') {
+        const target = path === '$this' ? item : (item[path] as Record<string, unknown> | undefined);
+        const typed = path === '$this' ? slice : byId.get(`${slice.id ?? ''}.${path}`);
+        const code = typed?.type?.[0]?.code;
+        if (!target || !code) return false;
+        if (typeof target.resourceType === 'string' && target.resourceType !== code) return false;
+        if (type === 'type') return true;
+        const wanted = typed?.type?.[0]?.profile ?? [];
+        const named = (target.meta as { profile?: string[] } | undefined)?.profile ?? [];
+        return wanted.some((u) => named.includes(u));
+      }
+      return false;
+    });
   }
 
   private visitObject(obj: Record<string, unknown>, node: Node, issues: PackageIssue[]): void {
     for (const [key, value] of Object.entries(obj)) {
       if (key === 'resourceType' || value === null || value === undefined) continue;
       if (key === 'extension' || key === 'modifierExtension') {
-        this.checkExtensionSlices(asArray(value) as Extension[], key, node, issues);
         asArray(value).forEach((ext, i) =>
           this.checkExtension(
             ext as Extension,
@@ -278,8 +368,6 @@ export class PackageValidator {
         const at = `${node.at}.${name}${Array.isArray(value) ? `[${i}]` : ''}`;
         const literal = `${node.literal}.${name}`;
         const definitionPath = child.path;
-        const profilePath = `${node.profilePath}.${child.path.endsWith('[x]') ? (child.path.split('.').pop() ?? name) : name}`;
-        const inherited = { profilePath, profiles: node.profiles };
         if (child.type === 'Resource' && !primitiveExtension) {
           // contained, Bundle.entry.resource, Bundle.entry.response.outcome, Parameters.parameter.resource
           const res = item as FhirResource;
@@ -296,7 +384,6 @@ export class PackageValidator {
               isResource: false,
               type: child.type,
               elementPath: child.type,
-              ...inherited,
             },
             issues,
           );
@@ -312,7 +399,6 @@ export class PackageValidator {
             isResource: false,
             type: backbone ? child.owner : child.type,
             elementPath: backbone ? child.path : child.type,
-            ...inherited,
           },
           issues,
         );
@@ -410,9 +496,6 @@ export class PackageValidator {
       type: 'Extension',
       elementPath: 'Extension',
       extensionUrl: url,
-      // Inside an extension the resource's profiles name nothing (its own definition is checked here).
-      profilePath: 'Extension',
-      profiles: [],
     };
     const counts = new Map<string, number>();
     parts.forEach((part, i) => {
@@ -484,8 +567,6 @@ export class PackageValidator {
           isResource: false,
           type,
           elementPath: type,
-          profilePath: 'Extension.value[x]',
-          profiles: [],
         },
         issues,
       );
@@ -529,7 +610,9 @@ export class PackageValidator {
     issues: PackageIssue[],
   ): void {
     const paths = new Set([node.literal, ...node.logical]);
-    const contexts = definition.context ?? [];
+    // Any extension in an example, fixed or pattern value (InstanceValidator EXTENSION_CONTEXT_LIST).
+    if ([...paths].some((p) => /^ElementDefinition\.(example\.value|pattern|fixed)/.test(p))) return;
+    const contexts = [...(definition.context ?? []), ...fixedContexts(definition.url)];
     const ok = contexts.some((c) => {
       if (c.type === 'extension')
         return node.extensionUrl !== undefined && node.extensionUrl === c.expression;
@@ -582,6 +665,28 @@ function typeOfValueKey(key: string, primitives: Set<string>): string {
   const name = key.slice('value'.length);
   const lower = name.charAt(0).toLowerCase() + name.slice(1);
   return primitives.has(lower) ? lower : name;
+}
+
+function push<T>(map: Map<string, T[]>, key: string, value: T): void {
+  const list = map.get(key);
+  if (list) list.push(value);
+  else map.set(key, [value]);
+}
+
+/** The fixed[x] or pattern[x] value of an element definition, if any. */
+function fixedOf(element: ElementDefinition): unknown {
+  for (const [key, value] of Object.entries(element))
+    if (key.startsWith('fixed') || key.startsWith('pattern')) return value;
+  return undefined;
+}
+
+/** A value against a fixed or pattern value: equal for a primitive, every property of the pattern for an object. */
+function matchesPattern(value: unknown, pattern: unknown): boolean {
+  if (typeof pattern !== 'object' || pattern === null) return value === pattern;
+  if (Array.isArray(pattern))
+    return Array.isArray(value) && pattern.every((p) => value.some((v) => matchesPattern(v, p)));
+  if (typeof value !== 'object' || value === null) return false;
+  return Object.entries(pattern).every(([k, p]) => matchesPattern((value as Record<string, unknown>)[k], p));
 }
 
 function capitalize(s: string): string {
