@@ -42,6 +42,11 @@ export interface Tenant {
   timeZone?: string;
   /** CDS Hooks clients (EHRs) of the tenant (docs/cds-hooks.md); absent = none. */
   cdsClients?: CdsClient[];
+  /**
+   * An Emirates ID whose check digit does not add up: refused before any upstream call (absent,
+   * the default), or let through with a warning (`warn`). docs/request-mapping.md.
+   */
+  emiratesIdCheckDigit?: 'warn';
 }
 
 /**
@@ -359,6 +364,9 @@ const tenantsSchema = (env: NodeJS.ProcessEnv) =>
             .refine(isTimeZone, 'timeZone must be an IANA time zone such as Asia/Dubai')
             .optional(),
           cdsClients: z.array(cdsClientSchema).default([]),
+          emiratesIdCheckDigit: z
+            .enum(['refuse', 'warn'], 'emiratesIdCheckDigit must be "refuse" or "warn"')
+            .default('refuse'),
         }),
       )
       .min(1),
@@ -410,6 +418,7 @@ function loadTenants(file: string, env: NodeJS.ProcessEnv): Tenant[] {
       ...(t.subscriptionEndpoints ? { subscriptionEndpoints: t.subscriptionEndpoints } : {}),
       reuseWindowMinutes: t.reuseWindowMinutes,
       ...(t.timeZone ? { timeZone: t.timeZone } : {}),
+      ...(t.emiratesIdCheckDigit === 'warn' ? { emiratesIdCheckDigit: 'warn' as const } : {}),
       ...(t.smartClients.length > 0
         ? {
             smartClients: t.smartClients.map((c) => ({

@@ -69,6 +69,8 @@ export interface HarnessOptions {
   publicBaseUrl?: string;
   /** PREVISIT_LEAD_MINUTES (default 120). */
   previsitLeadMinutes?: number;
+  /** Tenants that let a wrong Emirates ID check digit through with a warning. */
+  emiratesIdCheckDigit?: { a?: 'warn'; b?: 'warn' };
 }
 
 export interface Harness {
@@ -104,11 +106,13 @@ export function testConfig(upstreamUrl: string, options: HarnessOptions = {}): C
         ...tenant('clinic-a', TENANT_A_KEY, options.maxInFlight ?? 3, options.reuseWindowMinutes ?? 0),
         smartClients: options.smartClients?.a ?? [],
         ...(options.cdsClients?.a ? { cdsClients: options.cdsClients.a } : {}),
+        ...(options.emiratesIdCheckDigit?.a ? { emiratesIdCheckDigit: options.emiratesIdCheckDigit.a } : {}),
       },
       {
         ...tenant('clinic-b', TENANT_B_KEY, options.maxInFlight ?? 3, options.reuseWindowMinutes ?? 0),
         smartClients: options.smartClients?.b ?? [],
         ...(options.cdsClients?.b ? { cdsClients: options.cdsClients.b } : {}),
+        ...(options.emiratesIdCheckDigit?.b ? { emiratesIdCheckDigit: options.emiratesIdCheckDigit.b } : {}),
       },
     ].map((t) =>
       options.subscriptionEndpoints ? { ...t, subscriptionEndpoints: options.subscriptionEndpoints } : t,
