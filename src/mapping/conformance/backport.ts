@@ -7,6 +7,7 @@
  * (input/fsh of HL7/fhir-subscription-backport-ig) with its urls, ids, names, cardinalities,
  * types and texts unchanged; their snapshots are generated like the service's own.
  *
+ * The topic's Basic carries R5 and R4B cross-version extensions; their definitions are here too.
  * The status profile binds `type` to http://hl7.org/fhir/ValueSet/subscription-notification-type,
  * which R4 core lacks; the copy of R4B's (4.3.0) value set and code system is here too.
  */
@@ -715,6 +716,157 @@ function notificationTypeTerminology(): [CodeSystem, ValueSet] {
   ];
 }
 
+const R5 = 'http://hl7.org/fhir/5.0/StructureDefinition/extension-SubscriptionTopic';
+const R4B = 'http://hl7.org/fhir/4.3/StructureDefinition/extension-SubscriptionTopic';
+
+interface CrossVersionPart {
+  name: string;
+  type: string;
+  short: string;
+  min?: number;
+}
+
+/**
+ * The cross-version extensions (https://hl7.org/fhir/R4/versions.html#extensions) the topic's
+ * Basic carries, as the backport IG's R4 topic example does: an R5 (or R4B) SubscriptionTopic
+ * element at http://hl7.org/fhir/{version}/StructureDefinition/extension-{path}, on Basic. The HL7
+ * validator can make these itself; a validator that cannot finds them here.
+ */
+function crossVersionExtension(
+  base: string,
+  element: string,
+  release: string,
+  short: string,
+  value: string | CrossVersionPart[],
+  options: { modifier?: boolean; max?: string } = {},
+): StructureDefinition {
+  const url = `${base}.${element}`;
+  const id = url.slice(url.lastIndexOf('/') + 1).replace(/^extension-/, `extension-${release}-`);
+  const root: ElementDefinition = {
+    id: 'Extension',
+    path: 'Extension',
+    short: `${release} SubscriptionTopic.${element}`,
+    definition: `${short} (SubscriptionTopic.${element} of FHIR ${release}, carried on Basic in R4).`,
+    min: 0,
+    max: options.max ?? '1',
+    ...(options.modifier
+      ? { isModifier: true, isModifierReason: 'SubscriptionTopic.status is a modifier element in R5' }
+      : {}),
+  };
+  const elements: ElementDefinition[] =
+    typeof value === 'string'
+      ? [
+          root,
+          { id: 'Extension.extension', path: 'Extension.extension', max: '0' },
+          { id: 'Extension.url', path: 'Extension.url', fixedUri: url },
+          { id: 'Extension.value[x]', path: 'Extension.value[x]', min: 1, type: [{ code: value }] },
+        ]
+      : [
+          root,
+          { id: 'Extension.extension', path: 'Extension.extension', slicing: SLICED_BY_URL },
+          ...value.flatMap((part): ElementDefinition[] => {
+            const at = `Extension.extension:${part.name}`;
+            return [
+              {
+                id: at,
+                path: 'Extension.extension',
+                sliceName: part.name,
+                short: part.short,
+                definition: part.short,
+                min: part.min ?? 0,
+                max: '1',
+              },
+              { id: `${at}.extension`, path: 'Extension.extension.extension', max: '0' },
+              { id: `${at}.url`, path: 'Extension.extension.url', fixedUri: part.name },
+              {
+                id: `${at}.value[x]`,
+                path: 'Extension.extension.value[x]',
+                min: 1,
+                type: [{ code: part.type }],
+              },
+            ];
+          }),
+          { id: 'Extension.url', path: 'Extension.url', fixedUri: url },
+          { id: 'Extension.value[x]', path: 'Extension.value[x]', max: '0' },
+        ];
+  return {
+    resourceType: 'StructureDefinition',
+    id,
+    url,
+    version: release === 'R5' ? '5.0.0' : '4.3.0',
+    name: `Extension_SubscriptionTopic_${element}_${release}`,
+    title: `${release}: SubscriptionTopic.${element}`,
+    status: 'active',
+    publisher: 'HL7 International / FHIR Infrastructure',
+    description: `${short}. A cross-version extension: SubscriptionTopic.${element} of FHIR ${release} in FHIR R4, where SubscriptionTopic is carried as Basic.`,
+    fhirVersion: '4.0.1',
+    kind: 'complex-type',
+    abstract: false,
+    context: [{ type: 'element', expression: 'Basic' }],
+    type: 'Extension',
+    baseDefinition: 'http://hl7.org/fhir/StructureDefinition/Extension',
+    derivation: 'constraint',
+    differential: { element: elements },
+  };
+}
+
+function topicExtensions(): StructureDefinition[] {
+  return [
+    crossVersionExtension(R5, 'url', 'R5', 'Canonical identifier for this subscription topic', 'uri'),
+    crossVersionExtension(R5, 'name', 'R5', 'Name for this subscription topic (computer friendly)', 'string'),
+    crossVersionExtension(R5, 'title', 'R5', 'Name for this subscription topic (human friendly)', 'string'),
+    crossVersionExtension(
+      R5,
+      'description',
+      'R5',
+      'Natural language description of the subscription topic',
+      'markdown',
+    ),
+    crossVersionExtension(R5, 'status', 'R5', 'draft | active | retired | unknown', 'code', {
+      modifier: true,
+    }),
+    crossVersionExtension(
+      R4B,
+      'resourceTrigger',
+      'R4B',
+      'Definition of a resource-based trigger for the subscription topic',
+      [
+        { name: 'description', type: 'markdown', short: 'Text representation of the resource trigger' },
+        {
+          name: 'resource',
+          type: 'uri',
+          short: 'Data Type or Resource (reference to definition) for this trigger definition',
+          min: 1,
+        },
+        { name: 'supportedInteraction', type: 'code', short: 'create | update | delete' },
+      ],
+      { max: '*' },
+    ),
+    crossVersionExtension(
+      R4B,
+      'canFilterBy',
+      'R4B',
+      'Properties by which a Subscription can filter notifications from the SubscriptionTopic',
+      [
+        { name: 'description', type: 'markdown', short: 'Description of this filter parameter' },
+        {
+          name: 'resource',
+          type: 'uri',
+          short: 'URL of the triggering Resource that this filter applies to',
+        },
+        {
+          name: 'filterParameter',
+          type: 'string',
+          short:
+            'Human-readable and computation-friendly name for a filter parameter usable by subscriptions on this topic, via Subscription.filterBy.filterParameter',
+          min: 1,
+        },
+      ],
+      { max: '*' },
+    ),
+  ];
+}
+
 /** The backport IG's resources the service uses, in a fixed order. */
 export function backportResources(): Resource[] {
   return [
@@ -722,6 +874,7 @@ export function backportResources(): Resource[] {
     statusProfile(),
     notificationProfile(),
     ...extensions(),
+    ...topicExtensions(),
     ...contentTerminology(),
     ...notificationTypeTerminology(),
   ];
