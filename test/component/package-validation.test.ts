@@ -25,10 +25,14 @@ import request from 'supertest';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { CANONICAL_BASE } from '../../src/fhir/canonical.js';
 import { deterministicTgz } from '../../src/fhir/tarball.js';
-import { PACKAGE_NAME, packageFiles, packageManifest } from '../../src/mapping/conformance/package.js';
+import {
+  PACKAGE_NAME,
+  packageFiles,
+  packageManifest,
+  packageResources,
+} from '../../src/mapping/conformance/package.js';
 import {
   adapterErrorCer,
-  conformanceResources,
   mapEnvelope,
   outcomeRuleFor,
   queuedCer,
@@ -214,7 +218,12 @@ beforeAll(async () => {
 
   // Conformance: the CapabilityStatement and every conformance resource served by id.
   await get('/fhir/metadata');
-  for (const r of conformanceResources()) await get(`/fhir/${r.resourceType}/${r.id}`);
+  for (const r of packageResources()) {
+    await get(`/fhir/${r.resourceType}/${r.id}`);
+    const url = (r as { url?: string }).url;
+    if (url && r.resourceType !== 'CapabilityStatement')
+      await get(`/fhir/${r.resourceType}?url=${encodeURIComponent(url)}`);
+  }
   await get(`/fhir/Basic/${topicResource().id}`);
 
   // Subscriptions: one full-resource subscription, so each final answer is also a notification.
@@ -223,9 +232,22 @@ beforeAll(async () => {
     status: 'requested',
     reason: 'package check',
     criteria: TOPIC,
+    _criteria: {
+      extension: [
+        {
+          url: `${BACKPORT}/backport-filter-criteria`,
+          valueString: 'CoverageEligibilityResponse?outcome=complete,error,partial',
+        },
+      ],
+    },
     channel: {
       type: 'rest-hook',
       endpoint: `${receiver.url}/hooks/package`,
+      extension: [
+        { url: `${BACKPORT}/backport-heartbeat-period`, valueUnsignedInt: 3600 },
+        { url: `${BACKPORT}/backport-timeout`, valueUnsignedInt: 30 },
+        { url: `${BACKPORT}/backport-max-count`, valuePositiveInt: 5 },
+      ],
       payload: FHIR_JSON,
       _payload: { extension: [{ url: `${BACKPORT}/backport-payload-content`, valueCode: 'full-resource' }] },
     },
@@ -286,6 +308,25 @@ beforeAll(async () => {
     'GET /fhir/metadata without a key',
     (await request(h.url).get('/fhir/CoverageEligibilityResponse')).body,
   );
+
+  // An appointment (a servicedDate of a later day) and its cancellation by JSON Patch.
+  const tomorrow = new Date(Date.now() + 36 * 3600_000).toISOString().slice(0, 10);
+  const booked = await post(
+    SUBMIT,
+    eligibilityRequest({ emiratesId: ELIGIBLE_ID, payer: 'MEDNET', servicedDate: tomorrow }),
+    {
+      Prefer: 'wait=10',
+    },
+  );
+  const bookedRequest = (booked.body as CoverageEligibilityResponse).request?.reference;
+  if (bookedRequest) {
+    const cancelled = await request(h.url)
+      .patch(`/fhir/${bookedRequest}`)
+      .set(h.auth)
+      .set('Content-Type', 'application/json-patch+json')
+      .send(JSON.stringify([{ op: 'replace', path: '/status', value: 'cancelled' }]));
+    keep(`PATCH /fhir/${bookedRequest} (${cancelled.status})`, cancelled.body);
+  }
 
   // Searches, vread, batch and its async form, the async status of a check.
   await get('/fhir/CoverageEligibilityResponse?_count=5');
@@ -406,6 +447,10 @@ describe("the adapter's FHIR package, loaded by fhir-package-loader", () => {
       'Parameters',
     ])
       expect(kinds, kind).toContain(kind);
+    expect(
+      all.some((r) => r.resourceType === 'CoverageEligibilityRequest' && r.status === 'cancelled'),
+      'a cancelled appointment',
+    ).toBe(true);
     const bundleTypes = new Set(all.flatMap((r) => (r.resourceType === 'Bundle' ? [r.type] : [])));
     for (const type of ['searchset', 'batch-response', 'history']) expect(bundleTypes, type).toContain(type);
     const outcomes = new Set(
@@ -413,13 +458,19 @@ describe("the adapter's FHIR package, loaded by fhir-package-loader", () => {
     );
     expect([...outcomes].sort()).toEqual(['complete', 'error', 'partial', 'queued']);
     // Every adapter extension the package defines is used somewhere in the corpus, so none is unchecked.
+    // Used means used as an extension (the definitions themselves, read by id, carry the urls too).
     const used = new Set<string>();
     JSON.stringify(all, (key, value: unknown) => {
-      if (key === 'url' && typeof value === 'string') used.add(value);
+      if ((key === 'extension' || key === 'modifierExtension') && Array.isArray(value))
+        for (const x of value as Extension[]) used.add(x.url);
       return value;
     });
+    // (The adapter's own: of the backport guide's, copied in whole, it uses only some.)
     const defined = pkg.resources.filter(
-      (r): r is StructureDefinition => r.resourceType === 'StructureDefinition' && r.type === 'Extension',
+      (r): r is StructureDefinition =>
+        r.resourceType === 'StructureDefinition' &&
+        r.type === 'Extension' &&
+        r.url.startsWith(`${CANONICAL_BASE}/`),
     );
     expect(defined.filter((d) => !used.has(d.url)).map((d) => d.url)).toEqual([]);
 
