@@ -92,6 +92,14 @@ const emitted: Emitted[] = [];
 /** The JSON of each resource kept: a resource read twice the same (a queued CER polled) is validated once. */
 const seen = new Set<string>();
 
+/** Events the receiver got: a notification carries up to backport-max-count of them. */
+function eventsDelivered(): number {
+  return receiver.received.reduce((n, r) => {
+    const status = r.body.entry?.[0]?.resource as Parameters | undefined;
+    return n + (status?.parameter ?? []).filter((p) => p.name === 'notification-event').length;
+  }, 0);
+}
+
 function keep(source: string, body: unknown): void {
   const resource = body as FhirResource | undefined;
   if (typeof resource?.resourceType !== 'string') return;
@@ -368,11 +376,7 @@ beforeAll(async () => {
   }
 
   // Subscriptions: the notifications received, the subscription, its status and events.
-  await until(
-    () => (receiver.received.length >= finals.length ? true : undefined),
-    20_000,
-    'the notifications',
-  );
+  await until(() => (eventsDelivered() >= finals.length ? true : undefined), 20_000, 'the notifications');
   for (const r of receiver.received) keep(`notification ${r.path}`, r.body);
   await get(subscriptionPath);
   await get(`${subscriptionPath}/$status`);
