@@ -57,21 +57,11 @@ export interface PackageIssue {
   text: string;
 }
 
-/** The definitions the checks read: a loaded package, or a view of it (one definition removed). */
+/** The definitions the checks read: a loaded package. */
 export type Definitions = Pick<
   LoadedPackage,
   'structureDefinition' | 'coreType' | 'resources' | 'packageJson'
 >;
-
-/** Without one canonical URL: the package as if that definition had been left out of it. */
-export function without(definitions: Definitions, url: string): Definitions {
-  return {
-    structureDefinition: (u) => (u === url ? undefined : definitions.structureDefinition(u)),
-    coreType: definitions.coreType,
-    packageJson: definitions.packageJson,
-    resources: definitions.resources.filter((r) => !('url' in r) || r.url !== url),
-  };
-}
 
 interface Node {
   /** The path as written, with indexes (for the issue). */
