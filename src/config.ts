@@ -47,6 +47,11 @@ export interface Tenant {
    * keys then no longer open /app/api. Absent: the page's API-key sign-in.
    */
   oidc?: OidcSettings;
+  /**
+   * An Emirates ID whose check digit does not add up: refused before any upstream call (absent,
+   * the default), or let through with a warning (`warn`). docs/request-mapping.md.
+   */
+  emiratesIdCheckDigit?: 'warn';
 }
 
 /**
@@ -419,6 +424,9 @@ const tenantsSchema = (env: NodeJS.ProcessEnv) =>
             .optional(),
           cdsClients: z.array(cdsClientSchema).default([]),
           oidc: oidcSchema(env).optional(),
+          emiratesIdCheckDigit: z
+            .enum(['refuse', 'warn'], 'emiratesIdCheckDigit must be "refuse" or "warn"')
+            .default('refuse'),
         }),
       )
       .min(1),
@@ -470,6 +478,7 @@ function loadTenants(file: string, env: NodeJS.ProcessEnv): Tenant[] {
       ...(t.subscriptionEndpoints ? { subscriptionEndpoints: t.subscriptionEndpoints } : {}),
       reuseWindowMinutes: t.reuseWindowMinutes,
       ...(t.timeZone ? { timeZone: t.timeZone } : {}),
+      ...(t.emiratesIdCheckDigit === 'warn' ? { emiratesIdCheckDigit: 'warn' as const } : {}),
       ...(t.smartClients.length > 0
         ? {
             smartClients: t.smartClients.map((c) => ({

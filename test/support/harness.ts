@@ -74,6 +74,8 @@ export interface HarnessOptions {
   /** SESSION_IDLE_MINUTES, SESSION_MAX_HOURS (defaults 15, 12). */
   sessionIdleMinutes?: number;
   sessionMaxHours?: number;
+  /** Tenants that let a wrong Emirates ID check digit through with a warning. */
+  emiratesIdCheckDigit?: { a?: 'warn'; b?: 'warn' };
 }
 
 export interface Harness {
@@ -110,12 +112,14 @@ export function testConfig(upstreamUrl: string, options: HarnessOptions = {}): C
         smartClients: options.smartClients?.a ?? [],
         ...(options.cdsClients?.a ? { cdsClients: options.cdsClients.a } : {}),
         ...(options.oidc?.a ? { oidc: options.oidc.a } : {}),
+        ...(options.emiratesIdCheckDigit?.a ? { emiratesIdCheckDigit: options.emiratesIdCheckDigit.a } : {}),
       },
       {
         ...tenant('clinic-b', TENANT_B_KEY, options.maxInFlight ?? 3, options.reuseWindowMinutes ?? 0),
         smartClients: options.smartClients?.b ?? [],
         ...(options.cdsClients?.b ? { cdsClients: options.cdsClients.b } : {}),
         ...(options.oidc?.b ? { oidc: options.oidc.b } : {}),
+        ...(options.emiratesIdCheckDigit?.b ? { emiratesIdCheckDigit: options.emiratesIdCheckDigit.b } : {}),
       },
     ].map((t) =>
       options.subscriptionEndpoints ? { ...t, subscriptionEndpoints: options.subscriptionEndpoints } : t,
