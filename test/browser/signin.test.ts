@@ -295,6 +295,8 @@ describe('refused sign-ins', () => {
     await signInAs(page, 'desk');
     expect(answers).toEqual([401]);
     expect(await page.locator('body').innerText()).toContain('could not be verified');
+    const content = await page.content();
+    expect([...codes, ...provider.issued].filter((secret) => content.includes(secret))).toEqual([]);
     expect((await page.context().cookies()).some((c) => c.name === 'eligibility_session')).toBe(false);
     expect(await sessionStatus(page)).toBe(401);
     const refused = (await auditEvents()).filter(
