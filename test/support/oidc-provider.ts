@@ -85,7 +85,7 @@ export async function startOidcProvider(): Promise<TestProvider> {
     keySettings: {
       issuer,
       clientId: PAGE_KEY_CLIENT_ID,
-      clientKeys: { keys: [clientPrivate as Record<string, unknown>] },
+      clientKeys: { keys: [clientPrivate] },
       rolesClaim: 'roles',
       operatorRoles: [OPERATOR_ROLE],
     },
