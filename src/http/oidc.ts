@@ -15,7 +15,7 @@ import type { OidcSettings, Tenant } from '../config.js';
 import type { AuditTrail } from '../checks/audit.js';
 import type { AuditRecord } from '../fhir/audit-event.js';
 import type { Logger } from '../log.js';
-import { isStoreUnavailable } from '../checks/store/outage.js';
+import { isStoreUnavailable, STORE_RETRY_AFTER_SECONDS } from '../checks/store/outage.js';
 import type { SessionPerson, Sessions } from './sessions.js';
 import { cookieOf, SESSION_COOKIE } from './sessions.js';
 
@@ -150,7 +150,7 @@ export function oidcRoutes(deps: OidcDeps): (router: Router) => void {
   /** The provider could not be reached or a store outage: the page says so, the log says which tenant. */
   const unavailable = (res: Response, tenant: Tenant, error: unknown) => {
     if (isStoreUnavailable(error)) {
-      res.set('Retry-After', '5');
+      res.set('Retry-After', String(STORE_RETRY_AFTER_SECONDS));
       signInProblem(
         res,
         503,
@@ -203,7 +203,7 @@ export function oidcRoutes(deps: OidcDeps): (router: Router) => void {
       pending = state ? await deps.sessions.takeLogin(state, 'oidc') : null;
     } catch (error) {
       if (!isStoreUnavailable(error)) throw error;
-      res.set('Retry-After', '5');
+      res.set('Retry-After', String(STORE_RETRY_AFTER_SECONDS));
       signInProblem(
         res,
         503,
