@@ -6,7 +6,7 @@ import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { PassThrough } from 'node:stream';
-import type { CdsClient, Config, SmartClient, Tenant } from '../../src/config.js';
+import type { CdsClient, Config, OidcSettings, SmartClient, Tenant } from '../../src/config.js';
 import { hashApiKey } from '../../src/config.js';
 import type { UpstreamPort } from '../../src/upstream/port.js';
 import { createLogger } from '../../src/log.js';
@@ -69,6 +69,11 @@ export interface HarnessOptions {
   publicBaseUrl?: string;
   /** PREVISIT_LEAD_MINUTES (default 120). */
   previsitLeadMinutes?: number;
+  /** OpenID Connect sign-in of clinic-a and clinic-b (docs/signin.md). */
+  oidc?: { a?: OidcSettings; b?: OidcSettings };
+  /** SESSION_IDLE_MINUTES, SESSION_MAX_HOURS (defaults 15, 12). */
+  sessionIdleMinutes?: number;
+  sessionMaxHours?: number;
 }
 
 export interface Harness {
@@ -104,11 +109,13 @@ export function testConfig(upstreamUrl: string, options: HarnessOptions = {}): C
         ...tenant('clinic-a', TENANT_A_KEY, options.maxInFlight ?? 3, options.reuseWindowMinutes ?? 0),
         smartClients: options.smartClients?.a ?? [],
         ...(options.cdsClients?.a ? { cdsClients: options.cdsClients.a } : {}),
+        ...(options.oidc?.a ? { oidc: options.oidc.a } : {}),
       },
       {
         ...tenant('clinic-b', TENANT_B_KEY, options.maxInFlight ?? 3, options.reuseWindowMinutes ?? 0),
         smartClients: options.smartClients?.b ?? [],
         ...(options.cdsClients?.b ? { cdsClients: options.cdsClients.b } : {}),
+        ...(options.oidc?.b ? { oidc: options.oidc.b } : {}),
       },
     ].map((t) =>
       options.subscriptionEndpoints ? { ...t, subscriptionEndpoints: options.subscriptionEndpoints } : t,
@@ -132,6 +139,8 @@ export function testConfig(upstreamUrl: string, options: HarnessOptions = {}): C
     tokenSigningKeys: options.tokenSigningKeys ?? [],
     auditEvents: options.auditEvents ?? true,
     previsitLeadMinutes: options.previsitLeadMinutes ?? 120,
+    sessionIdleMinutes: options.sessionIdleMinutes ?? 15,
+    sessionMaxHours: options.sessionMaxHours ?? 12,
   };
 }
 
