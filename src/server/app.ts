@@ -12,6 +12,7 @@ import type { Store } from '../checks/store/appointment-store.js';
 import { createApp } from '../http/app.js';
 import { alreadyAuthenticated, appPageRouter } from '../http/app-page.js';
 import { Sessions } from '../http/sessions.js';
+import { launchContextRoute, smartLaunchRoutes } from '../http/smart-launch.js';
 import { cerReadLane, type Lane } from '../http/cer-read-lane.js';
 import { fhirRoutes } from '../http/fhir-routes.js';
 import type { FhirRouteDeps } from '../http/fhir-routes.js';
@@ -123,6 +124,10 @@ export function buildHttp(context: HttpContext): HttpSide {
       sessions,
       refused: security.refused,
       fhir: pageFhir,
+      signIn: (router) => {
+        router.use(smartLaunchRoutes({ tenants: config.tenants, sessions, store, baseUrl, audit }));
+      },
+      launchContext: launchContextRoute(store),
     }),
     fhir: fhirRoutes(fhirDeps),
   });
