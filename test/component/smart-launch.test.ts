@@ -224,6 +224,13 @@ describe('EHR launch (confidential client, private_key_jwt)', () => {
     expect(stranger.count()).toBe(0);
   });
 
+  it('without iss, and two EHRs registered, asks for it (no guess, no redirect)', async () => {
+    const res = await request(h.url).get('/app/launch');
+    expect(res.status).toBe(400);
+    expect(res.headers.location).toBeUndefined();
+    expect(res.text).toContain('?iss=');
+  });
+
   it('a launch without a session cookie has no launch context', async () => {
     const res = await request(h.url).get('/app/api/launch-context');
     expect(res.status).toBe(401);
