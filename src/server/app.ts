@@ -13,6 +13,7 @@ import { createApp } from '../http/app.js';
 import { alreadyAuthenticated, appPageRouter } from '../http/app-page.js';
 import { Sessions } from '../http/sessions.js';
 import { launchContextRoute, smartLaunchRoutes } from '../http/smart-launch.js';
+import { oidcRoutes } from '../http/oidc.js';
 import { cerReadLane, type Lane } from '../http/cer-read-lane.js';
 import { fhirRoutes } from '../http/fhir-routes.js';
 import type { FhirRouteDeps } from '../http/fhir-routes.js';
@@ -105,6 +106,14 @@ export function buildHttp(context: HttpContext): HttpSide {
     security: { audit },
     authenticateWith: alreadyAuthenticated,
   });
+  const signInWithOidc = oidcRoutes({
+    tenants: config.tenants,
+    sessions,
+    baseUrl,
+    logger,
+    audit,
+    refused: security.refused,
+  });
   const app = createApp({
     logger,
     ready: () => readiness(store, upstream),
@@ -125,6 +134,7 @@ export function buildHttp(context: HttpContext): HttpSide {
       refused: security.refused,
       fhir: pageFhir,
       signIn: (router) => {
+        signInWithOidc(router);
         router.use(smartLaunchRoutes({ tenants: config.tenants, sessions, store, baseUrl, audit }));
       },
       launchContext: launchContextRoute(store),
