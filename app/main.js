@@ -7,6 +7,7 @@ import { call, endSession, fetchRaw, outcomeText, pathOf, readSession, session }
 import { loadAppointments, startAppointments } from './appointments.js';
 import { setTimeZone, when } from './clock.js';
 import { $, bdi, el } from './dom.js';
+import { emiratesIdProblem, PROBLEM_TEXT } from './emirates-id.js';
 import { estimate, outcomeBadge, outcomeWords, renderResult } from './result.js';
 
 const V2_0203 = 'http://terminology.hl7.org/CodeSystem/v2-0203';
@@ -281,7 +282,10 @@ function showResult(cer, visitType) {
   shownCategory =
     categoryOfVisitType.get(visitType) ??
     (system === BENEFIT_CATEGORY ? { system, code } : { system: BENEFIT_CATEGORY, code: '3' });
-  renderResult(cer, { onOpen: (url, title) => void openDocument(url, title) });
+  renderResult(cer, {
+    onOpen: (url, title) => void openDocument(url, title),
+    onSearchAll: () => void searchAllPayers(),
+  });
   $('result').hidden = false;
 }
 
@@ -324,10 +328,25 @@ async function openDocument(url, title) {
 
 /** Check again: the same patient, payer and visit type as the check shown, as a new check. */
 async function checkAgain() {
-  if (lastCheck && lastCheck.id === shownId) return runCheck(lastCheck, { fresh: true });
-  if (!shownId) return;
+  const check = await shownCheck();
+  if (check) await runCheck(check, { fresh: true });
+}
+
+/** A member not found at one payer: the same patient and visit type, searched across all payers. */
+async function searchAllPayers() {
+  const check = await shownCheck();
+  if (check) await runCheck({ ...check, payerCode: ALL_PAYERS, payerName: 'All payers' }, { fresh: true });
+}
+
+/** The patient, payer and visit type of the check shown: the one just run, else read from its request. */
+async function shownCheck() {
+  if (lastCheck && lastCheck.id === shownId) return lastCheck;
+  if (!shownId) return null;
   const read = await call(`/fhir/CoverageEligibilityRequest/${encodeURIComponent(shownId)}`);
-  if (read.status !== 200) return progress(outcomeText(read.json, read.status));
+  if (read.status !== 200) {
+    progress(outcomeText(read.json, read.status));
+    return null;
+  }
   const request = read.json;
   const byId = (ref) => (request.contained ?? []).find((r) => `#${r.id}` === ref);
   const patient = byId(request.patient?.reference);
@@ -338,17 +357,28 @@ async function checkAgain() {
     ? ALL_PAYERS
     : (payer?.identifier?.[0]?.value ?? request.insurer?.identifier?.value);
   const coding = request.item?.[0]?.category?.coding?.[0];
-  if (!patientId || !payerCode) return progress('This check cannot be repeated from here: start a new one.');
-  await runCheck(
-    {
-      patientId,
-      patientName,
-      payerCode,
-      payerName: payer?.name ?? request.insurer?.display ?? payerCode,
-      visitType: coding ? `${coding.system}|${coding.code}` : $('visit-type').value,
-    },
-    { fresh: true },
-  );
+  if (!patientId || !payerCode) {
+    progress('This check cannot be repeated from here: start a new one.');
+    return null;
+  }
+  return {
+    patientId,
+    patientName,
+    payerCode,
+    payerName: payer?.name ?? request.insurer?.display ?? payerCode,
+    visitType: coding ? `${coding.system}|${coding.code}` : $('visit-type').value,
+  };
+}
+
+/** The typo guard under the Emirates ID field, as soon as the value is complete (app/emirates-id.js). */
+function checkPatientId() {
+  const field = $('patient-id');
+  const problem = emiratesIdProblem(field.value.trim());
+  const text = problem ? PROBLEM_TEXT[problem] : '';
+  // The form is not sent while the browser holds the field invalid.
+  field.setCustomValidity(text);
+  field.setAttribute('aria-invalid', problem ? 'true' : 'false');
+  $('patient-id-problem').textContent = text;
 }
 
 // ---------------------------------------------------------------- recent checks
@@ -536,6 +566,9 @@ function start() {
   }
   $('check-form').addEventListener('submit', (event) => {
     event.preventDefault();
+    // A value filled in without typing (a link, the EHR) is held to the same guard.
+    checkPatientId();
+    if (!$('patient-id').reportValidity()) return;
     const payerCode = payerCodeOf($('payer').value);
     void runCheck({
       patientId: $('patient-id').value.trim(),
@@ -546,6 +579,7 @@ function start() {
     });
   });
   $('payer').addEventListener('input', showPayerName);
+  $('patient-id').addEventListener('input', checkPatientId);
   $('estimate-form').addEventListener('submit', (event) => {
     event.preventDefault();
     void askEstimate();

@@ -102,7 +102,7 @@ export function outcomeBadge(cer) {
   return { words: short, tone };
 }
 
-function headline(cer) {
+function headline(cer, onSearchAll) {
   const v = verdict(cer);
   const nodes = [el('p', { id: 'headline', class: `headline ${v.tone}`, text: v.title })];
   if (v.why) nodes.push(el('p', { class: 'why', dir: 'auto', text: clean(v.why) }));
@@ -124,6 +124,9 @@ function headline(cer) {
         'Try the card number',
       ),
     );
+    // Another payer may hold the member: one click runs the same patient across all of them.
+    if (onSearchAll && !(cer.purpose ?? []).includes('discovery'))
+      nodes.push(el('button', { type: 'button', onclick: onSearchAll }, 'Search all payers'));
   }
   return nodes;
 }
@@ -338,9 +341,9 @@ export async function estimate(cerId, fee, category) {
 // ---------------------------------------------------------------- the whole result
 
 /** Fills the result section with one CER; `onOpen(url, title)` opens a document with the key. */
-export function renderResult(cer, { onOpen }) {
+export function renderResult(cer, { onOpen, onSearchAll }) {
   const found = canEstimate(cer);
-  $('outcome').replaceChildren(...headline(cer));
+  $('outcome').replaceChildren(...headline(cer, onSearchAll));
   $('summary').replaceChildren(...(found ? visitSummaries(cer.text?.div) : []));
   $('estimate-form').hidden = !found;
   $('share').hidden = true;

@@ -45,7 +45,7 @@ async function perIteration(count: number, work: (i: number) => unknown): Promis
 }
 
 function context(id: string): CerContext {
-  const request = { ...eligibilityRequest({ emiratesId: '784-1990-0000001-1' }), id };
+  const request = { ...eligibilityRequest({ emiratesId: '784-1990-0000001-0' }), id };
   return {
     checkId: id,
     patient: { reference: 'Patient/p1' },
@@ -60,14 +60,14 @@ function context(id: string): CerContext {
 function newCheck(tenantId: string): NewCheck {
   const id = randomUUID();
   const ctx = context(id);
-  const upstreamRequest = upstreamTaskRequest('784-1990-0000001-1', Date.now());
+  const upstreamRequest = upstreamTaskRequest('784-1990-0000001-0', Date.now());
   return {
     id,
     tenantId,
     idempotencyKey: `urn:visit|${id}`,
     payerCode: 'DAMAN',
     isSearchAll: false,
-    patientKey: 'urn:eid|784-1990-0000001-1',
+    patientKey: 'urn:eid|784-1990-0000001-0',
     request: ctx.request,
     upstreamRequest,
     state: 'waiting',
@@ -282,7 +282,7 @@ async function storeUnchangedPolls(store: CheckStore): Promise<number> {
 const results: Record<string, unknown> = {};
 
 loadFhirDefinitions();
-const body = JSON.stringify(eligibilityRequest({ emiratesId: '784-1990-0000001-1' }));
+const body = JSON.stringify(eligibilityRequest({ emiratesId: '784-1990-0000001-0' }));
 results.submitParseAndValidateMs = await perIteration(CHECKS, () => readSubmitBody(JSON.parse(body)));
 results.envelopeParseMs = await perIteration(CHECKS, () => envelopeSchema.parse(JSON.parse(envelopeJson)));
 results.inFlightEnvelopeParseMs = await perIteration(CHECKS, () =>

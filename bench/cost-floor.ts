@@ -68,7 +68,7 @@ async function runOnce(mode: Mode) {
 
 /** The `$submit` requests of bench:cost, 25 at a time. */
 async function submitAll(url: string, count: number): Promise<void> {
-  const body = JSON.stringify(eligibilityRequest({ emiratesId: '784-1990-0000001-1' }));
+  const body = JSON.stringify(eligibilityRequest({ emiratesId: '784-1990-0000001-0' }));
   for (let i = 0; i < count; i += 25) {
     await Promise.all(
       Array.from({ length: Math.min(25, count - i) }, async () => {

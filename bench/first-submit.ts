@@ -59,7 +59,7 @@ async function once(source: Run['source']): Promise<Run> {
     const res = await fetch(`${service.url}/fhir/CoverageEligibilityRequest/$submit`, {
       method: 'POST',
       headers: { Authorization: 'Bearer sandbox', 'Content-Type': 'application/fhir+json' },
-      body: JSON.stringify(eligibilityRequest({ emiratesId: '784-1990-0000001-1' })),
+      body: JSON.stringify(eligibilityRequest({ emiratesId: '784-1990-0000001-0' })),
     });
     await res.arrayBuffer();
     const submitMs = performance.now() - sent;

@@ -40,7 +40,7 @@ let done = 0;
 let failed = 0;
 
 async function runCheck(request: unknown): Promise<void> {
-  const created = await client.createTask(creds, upstreamTaskRequest('784-1990-0000001-1', Date.now()));
+  const created = await client.createTask(creds, upstreamTaskRequest('784-1990-0000001-0', Date.now()));
   if (!created.ok) throw new Error(`create-task failed: ${JSON.stringify(created.error)}`);
   for (;;) {
     await new Promise((resolve) => setTimeout(resolve, 50));

@@ -16,6 +16,7 @@ import { openStore } from '../src/checks/store/open.js';
 import { join } from 'node:path';
 import { eligibilityRequest } from '../test/support/requests.js';
 import type { CerContext } from '../src/mapping/types.js';
+import { emiratesId } from '../test/support/emirates-id.js';
 
 export { logSummary, spawnService, tenantAuth, writeTenantsFile } from '../test/support/process.js';
 export type { ServiceProcess } from '../test/support/process.js';
@@ -31,7 +32,7 @@ export async function submitOnce(url: string, tenant: number): Promise<number> {
   const res = await fetch(`${url}/fhir/CoverageEligibilityRequest/$submit`, {
     method: 'POST',
     headers: { ...tenantAuth(tenant), 'Content-Type': 'application/fhir+json', 'Cache-Control': 'no-cache' },
-    body: JSON.stringify(eligibilityRequest({ emiratesId: '784-1990-0000001-1' })),
+    body: JSON.stringify(eligibilityRequest({ emiratesId: '784-1990-0000001-0' })),
   });
   await res.arrayBuffer();
   return res.status;
@@ -144,7 +145,7 @@ export function cpuProfArgs(name: string): string[] {
 
 /** An Emirates ID that is unique per n and picks the sandbox's default-eligible scenario. */
 export function uniqueEmiratesId(n: number): string {
-  return `784-1990-${String(1_000_000 + n).padStart(7, '0')}-1`;
+  return emiratesId(1990, 1_000_000 + n);
 }
 
 /** The PostgreSQL server of the benchmarks (as the tests use it). */
@@ -367,7 +368,7 @@ export async function seedFinishedRow(
     const res = await fetch(`${service.url}/fhir/CoverageEligibilityRequest/$submit`, {
       method: 'POST',
       headers: { ...tenantAuth(0), 'Content-Type': 'application/fhir+json', Prefer: 'wait=30' },
-      body: JSON.stringify(eligibilityRequest({ emiratesId: '784-1990-0000001-1' })),
+      body: JSON.stringify(eligibilityRequest({ emiratesId: '784-1990-0000001-0' })),
     });
     const cer = (await res.json()) as { outcome?: string };
     if (cer.outcome !== 'complete') throw new Error(`seed check ended ${String(cer.outcome)}`);

@@ -28,6 +28,7 @@ import { warmFhirDefinitions } from '../src/fhir/validator.js';
 import { testConfig, TENANT_A_KEY, UPSTREAM_KEY } from '../test/support/harness.js';
 import { eligibilityRequest } from '../test/support/requests.js';
 import { machine, quantile, record, sleep } from './lib.js';
+import { emiratesId } from '../test/support/emirates-id.js';
 
 const APPOINTMENTS = Number(process.env.BENCH_APPOINTMENTS ?? 200);
 const SCALE = Number(process.env.BENCH_SCALE ?? 0.01);
@@ -69,7 +70,7 @@ function clinicDay(firstStart: number): Appointment[] {
     const start = firstStart + Math.round((i * 4 * HOUR) / APPOINTMENTS);
     const ahead = 5 * MIN * Math.exp(next() * Math.log((24 * HOUR) / (5 * MIN)));
     // A distinct patient per appointment: the year is free in the sandbox's identifiers.
-    const patient = `784-${1800 + i}-${mix.serial}-${mix.serial.at(-1) ?? '0'}`;
+    const patient = emiratesId(1800 + i, mix.serial);
     return { patient, found: mix.found, start, bookedAt: start - Math.round(ahead) };
   });
 }

@@ -111,7 +111,7 @@ for (const { source, label, auditEvents } of plan) {
   const submitted = await fetch(`${running.url}/fhir/CoverageEligibilityRequest/$submit`, {
     method: 'POST',
     headers: { Authorization: auth, 'Content-Type': 'application/fhir+json', Prefer: 'wait=30' },
-    body: JSON.stringify(eligibilityRequest({ emiratesId: '784-1990-0000001-1' })),
+    body: JSON.stringify(eligibilityRequest({ emiratesId: '784-1990-0000001-0' })),
   });
   const cer = (await submitted.json()) as { outcome?: string };
   if (cer.outcome !== 'complete') throw new Error(`${source}: the check ended ${String(cer.outcome)}`);

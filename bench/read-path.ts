@@ -173,7 +173,7 @@ async function serviceWithCer(
   const submitted = await fetch(`${service.url}/fhir/CoverageEligibilityRequest/$submit`, {
     method: 'POST',
     headers: { ...auth, 'Content-Type': 'application/fhir+json', Prefer: 'wait=30' },
-    body: JSON.stringify(eligibilityRequest({ emiratesId: '784-1990-0000001-1' })),
+    body: JSON.stringify(eligibilityRequest({ emiratesId: '784-1990-0000001-0' })),
   });
   const path = new URL(String(submitted.headers.get('location'))).pathname;
   await until(

@@ -26,6 +26,7 @@ import {
   tenantAuth,
   writeTenantsFile,
 } from './lib.js';
+import { emiratesId } from '../test/support/emirates-id.js';
 
 const UPSTREAM_KEY = 'bench-upstream-key';
 const STORED = Number(process.env.BENCH_STORED ?? 100_000);
@@ -46,7 +47,7 @@ const env = (db: string) => ({
   LOG_LEVEL: 'info',
 });
 
-const patientOf = (i: number) => `784-1990-${String(1_000_000 + i).slice(1)}-${i % 10}`;
+const patientOf = (i: number) => emiratesId(1990, String(1_000_000 + i).slice(1));
 const visitOf = (i: number) => `bench-search-${i}`;
 
 try {

@@ -7,7 +7,7 @@
  *   npm run cds-client -- --iss https://ehr.example.org                       (new key; prints the entry)
  *   npm run cds-client -- --iss https://ehr.example.org --key ehr.private.jwk.json \
  *     [--hook patient-view|appointment-book] [--base-url http://localhost:8080] \
- *     [--emirates-id 784-1990-0000001-1] [--payer DAMAN] [--start 2026-12-03T09:30:00+04:00]
+ *     [--emirates-id 784-1990-0000001-0] [--payer DAMAN] [--start 2026-12-03T09:30:00+04:00]
  *
  * The private key is written to `<host of iss>.private.jwk.json` (mode 600) and never printed.
  * Every key and JWT step is jose's.
@@ -24,7 +24,7 @@ const { values } = parseArgs({
     alg: { type: 'string', default: 'ES384' },
     'base-url': { type: 'string', default: 'http://localhost:8080' },
     hook: { type: 'string', default: 'patient-view' },
-    'emirates-id': { type: 'string', default: '784-1990-0000001-1' },
+    'emirates-id': { type: 'string', default: '784-1990-0000001-0' },
     payer: { type: 'string', default: 'DAMAN' },
     start: { type: 'string' },
   },

@@ -33,11 +33,11 @@ async function main(): Promise<void> {
     const desk = await browser.newPage({ viewport: { width: 1280, height: 900 } });
     await signIn(desk, harness.url, TENANT_A_KEY);
     await desk.getByLabel('Patient name (optional)').fill('مريم الهاشمي');
-    await runCheck(desk, '784-1990-0000002-2', 'NAS');
+    await runCheck(desk, '784-1990-0000002-8', 'NAS');
     await desk.getByLabel('Patient name (optional)').fill('Layla Mansour');
-    await runCheck(desk, '784-1990-0000009-9', 'NEURON');
+    await runCheck(desk, '784-1990-0000009-3', 'NEURON');
     await desk.getByLabel('Patient name (optional)').fill('Omar Haddad');
-    await runCheck(desk, '784-1990-0000001-1', 'DAMAN');
+    await runCheck(desk, '784-1990-0000001-0', 'DAMAN');
     await estimate(desk, '300');
     // The first screen a receptionist sees once the answer is in: the result at the top.
     await desk.getByRole('region', { name: 'Eligibility result' }).evaluate((e) => e.scrollIntoView());
@@ -47,12 +47,12 @@ async function main(): Promise<void> {
 
     const phone = await browser.newPage({ viewport: { width: 360, height: 780 } });
     await signIn(phone, harness.url, TENANT_A_KEY);
-    await runCheck(phone, '784-1990-0000001-1', 'DAMAN');
+    await runCheck(phone, '784-1990-0000001-0', 'DAMAN');
     await estimate(phone, '300');
     await phone.getByRole('region', { name: 'Eligibility result' }).evaluate((e) => e.scrollIntoView());
     await phone.screenshot({ path: `${DOCS}front-desk-mobile.png` });
 
-    await runCheck(desk, '784-1990-0000003-3', 'DAMAN');
+    await runCheck(desk, '784-1990-0000003-6', 'DAMAN');
     await desk.getByRole('region', { name: 'Eligibility result' }).evaluate((e) => e.scrollIntoView());
     await desk.screenshot({ path: `${DOCS}front-desk-not-found.png` });
 

@@ -49,6 +49,11 @@ export interface Tenant {
   oidc?: OidcSettings;
   /** The page as a SMART app of the clinic's EHR (docs/smart-launch.md); absent = no launch. */
   smartLaunch?: SmartLaunch;
+  /**
+   * An Emirates ID whose check digit does not add up: refused before any upstream call (absent,
+   * the default), or let through with a warning (`warn`). docs/request-mapping.md.
+   */
+  emiratesIdCheckDigit?: 'warn';
 }
 
 /**
@@ -461,6 +466,9 @@ const tenantsSchema = (env: NodeJS.ProcessEnv) =>
           cdsClients: z.array(cdsClientSchema).default([]),
           smartLaunch: smartLaunchSchema.optional(),
           oidc: oidcSchema(env).optional(),
+          emiratesIdCheckDigit: z
+            .enum(['refuse', 'warn'], 'emiratesIdCheckDigit must be "refuse" or "warn"')
+            .default('refuse'),
         }),
       )
       .min(1),
@@ -519,6 +527,7 @@ function loadTenants(file: string, env: NodeJS.ProcessEnv): Tenant[] {
       ...(t.subscriptionEndpoints ? { subscriptionEndpoints: t.subscriptionEndpoints } : {}),
       reuseWindowMinutes: t.reuseWindowMinutes,
       ...(t.timeZone ? { timeZone: t.timeZone } : {}),
+      ...(t.emiratesIdCheckDigit === 'warn' ? { emiratesIdCheckDigit: 'warn' as const } : {}),
       ...(t.smartClients.length > 0
         ? {
             smartClients: t.smartClients.map((c) => ({

@@ -2,7 +2,7 @@
  * The data that flows between the request mapper, the store and the response mapper.
  * Pure data: no I/O.
  */
-import type { CoverageEligibilityRequest, Reference } from 'fhir/r4.js';
+import type { CoverageEligibilityRequest, OperationOutcomeIssue, Reference } from 'fhir/r4.js';
 import type { UpstreamTaskRequest } from '../upstream/contract.js';
 
 /** What the request mapper produces from a $submit body: everything a check needs. */
@@ -25,6 +25,8 @@ export interface CheckInput {
   patient: Reference;
   /** Reference to put in CoverageEligibilityResponse.insurer (logical, payer code identifier + display). */
   insurer: Reference;
+  /** What the request was let through with (a tenant's `warn` rule), for $validate to say. */
+  warnings?: OperationOutcomeIssue[];
 }
 
 /** What the response mapper needs besides the upstream envelope. */

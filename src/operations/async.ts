@@ -7,7 +7,7 @@
 import type { Bundle } from 'fhir/r4.js';
 import type { CheckService } from '../checks/service.js';
 import { isAnswered } from '../checks/store/check-store.js';
-import { answerForCheck } from './check-answer.js';
+import { answerForCheck, answerWarning } from './check-answer.js';
 import { notFound, outcome } from '../fhir/outcomes.js';
 import type { FhirAnswer, FhirRequest } from './types.js';
 
@@ -44,6 +44,7 @@ export async function asyncStatus(
     };
   }
   const answer = answerForCheck(check, baseUrl);
+  const warning = answerWarning(answer.body);
   const bundle: Bundle = {
     resourceType: 'Bundle',
     type: 'batch-response',
@@ -55,6 +56,7 @@ export async function asyncStatus(
           location: answer.headers?.Location,
           etag: answer.headers?.ETag,
           lastModified: new Date(check.updatedAt).toISOString(),
+          ...(warning ? { outcome: warning } : {}),
         },
       },
     ],

@@ -16,8 +16,8 @@ import { parsePrefer } from '../fhir/prefer.js';
 import type { CheckInput } from '../mapping/types.js';
 import { parseSubmit } from '../mapping/request/parse-submit.js';
 import { asyncStatus } from './async.js';
-import { answerForCheck, reusedAnswer } from './check-answer.js';
-import type { SubmitDeps } from './submit.js';
+import { answerForCheck, answerWarning, reusedAnswer } from './check-answer.js';
+import { parseOptionsOf, type SubmitDeps } from './submit.js';
 import type { FhirAnswer, FhirRequest } from './types.js';
 
 /** Entries of one batch at most (a front desk's next day; more: 413 and nothing stored). */
@@ -153,13 +153,7 @@ export async function batch(req: FhirRequest, deps: SubmitDeps): Promise<FhirAns
       continue;
     }
     try {
-      parsed.push(
-        await parseSubmit((entry as { resource: unknown }).resource, {
-          practiceId: req.tenant.practiceId,
-          now: new Date(deps.now()),
-          resolver: deps.resolver,
-        }),
-      );
+      parsed.push(await parseSubmit((entry as { resource: unknown }).resource, parseOptionsOf(req, deps)));
     } catch (error) {
       parsed.push(refusedOf(error));
     }
@@ -226,7 +220,11 @@ function responseEntry(answer: FhirAnswer | Refused): BundleEntry<FhirResource> 
   // the CER with outcome error readable at the location.
   if (answer.body?.resourceType === 'OperationOutcome')
     return { resource: answer.body as FhirResource, response: { ...response, outcome: answer.body } };
-  return { ...(answer.body ? { resource: answer.body as FhirResource } : {}), response };
+  const warning = answerWarning(answer.body);
+  return {
+    ...(answer.body ? { resource: answer.body as FhirResource } : {}),
+    response: { ...response, ...(warning ? { outcome: warning } : {}) },
+  };
 }
 
 function batchResponse(id: string, answers: Array<FhirAnswer | Refused>): Bundle {

@@ -6,6 +6,9 @@
 import type { Check } from '../checks/store/check-store.js';
 import { isAnswered } from '../checks/store/check-store.js';
 import { decideAnswer, type CheckAnswer } from '../mapping/response/answer.js';
+import type { CoverageEligibilityResponse, OperationOutcome, Resource } from 'fhir/r4.js';
+import { outcomeOf } from '../fhir/outcomes.js';
+import { checkDigitWarning } from '../mapping/request/patient.js';
 import type { FhirAnswer } from './types.js';
 
 /** URL of a check's CER. */
@@ -61,4 +64,24 @@ export function reusedAnswer(check: Check, baseUrl: string, now: number): FhirAn
     'Last-Modified': new Date(check.updatedAt).toUTCString(),
   };
   return answer;
+}
+
+/**
+ * The warning issue an answer's Bundle entry carries when the check's Emirates ID failed its check
+ * digit and a tenant's `warn` rule let it through (docs/request-mapping.md); its expression names
+ * the identifier in the entry's CER.
+ */
+export function answerWarning(body: Resource | undefined): OperationOutcome | undefined {
+  if (body?.resourceType !== 'CoverageEligibilityResponse') return undefined;
+  const text = checkDigitWarning((body as CoverageEligibilityResponse).patient);
+  return text
+    ? outcomeOf([
+        {
+          severity: 'warning',
+          code: 'value',
+          details: { text },
+          expression: ['CoverageEligibilityResponse.patient.identifier'],
+        },
+      ])
+    : undefined;
 }

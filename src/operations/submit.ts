@@ -6,7 +6,7 @@
  */
 import type { CheckService } from '../checks/service.js';
 import type { ReferenceResolver } from '../mapping/request/resolver.js';
-import { parseSubmit } from '../mapping/request/parse-submit.js';
+import { parseSubmit, type ParseSubmitOptions } from '../mapping/request/parse-submit.js';
 import { answerForCheck, reusedAnswer } from './check-answer.js';
 import { parseCacheControl } from '../fhir/cache-control.js';
 import { outcome } from '../fhir/outcomes.js';
@@ -23,13 +23,19 @@ export interface SubmitDeps {
   now: () => number;
 }
 
-/** Runs $submit for one request. Throws OperationOutcomeError (400/422) on bad input. */
-export async function submit(req: FhirRequest, deps: SubmitDeps): Promise<FhirAnswer> {
-  const input = await parseSubmit(req.body, {
+/** How $submit, batch entries and $validate read a request body for this tenant. */
+export function parseOptionsOf(req: FhirRequest, deps: SubmitDeps): ParseSubmitOptions {
+  return {
     practiceId: req.tenant.practiceId,
     now: new Date(deps.now()),
     resolver: deps.resolver,
-  });
+    checkDigit: req.tenant.emiratesIdCheckDigit ?? 'refuse',
+  };
+}
+
+/** Runs $submit for one request. Throws OperationOutcomeError (400/422) on bad input. */
+export async function submit(req: FhirRequest, deps: SubmitDeps): Promise<FhirAnswer> {
+  const input = await parseSubmit(req.body, parseOptionsOf(req, deps));
   const prefer = parsePrefer(req.prefer);
   const { check, reused } = await deps.checks.accept(req.tenant, input, parseCacheControl(req.cacheControl));
   if (prefer.respondAsync) {

@@ -19,7 +19,7 @@ import { isOperationOutcomeError, outcomeOf } from '../fhir/outcomes.js';
 import { parseSubmit } from '../mapping/request/parse-submit.js';
 import { payerDisplay } from '../mapping/request/tables.js';
 import type { CheckInput } from '../mapping/types.js';
-import type { SubmitDeps } from './submit.js';
+import { parseOptionsOf, type SubmitDeps } from './submit.js';
 import type { FhirAnswer, FhirRequest } from './types.js';
 
 /**
@@ -44,17 +44,13 @@ function info(
 export async function validateSubmit(req: FhirRequest, deps: SubmitDeps): Promise<FhirAnswer> {
   let input: CheckInput;
   try {
-    input = await parseSubmit(req.body, {
-      practiceId: req.tenant.practiceId,
-      now: new Date(deps.now()),
-      resolver: deps.resolver,
-    });
+    input = await parseSubmit(req.body, parseOptionsOf(req, deps));
   } catch (error) {
     if (!isOperationOutcomeError(error)) throw error;
     // What $submit would answer with 400 or 422, as issues of a 200 (resource-operation-validate.html).
     return { status: 200, body: error.outcome };
   }
-  const issues = await momentIssues(req, deps, input);
+  const issues = [...(input.warnings ?? []), ...(await momentIssues(req, deps, input))];
   if (issues.some((i) => i.severity === 'error')) return { status: 200, body: outcomeOf(issues) };
   if (issues.length === 0)
     issues.push(info('All OK: $submit would accept this request and start a check now.'));

@@ -37,8 +37,8 @@ beforeAll(async () => {
   // 09:30 and 11:00 in Dubai (UTC+4) tomorrow: an eligible member and one the payer does not know.
   const at = (hhmm: string) => `${tomorrow}T${hhmm}:00+04:00`;
   for (const [id, time] of [
-    ['784-1990-0000001-1', '09:30'],
-    ['784-1990-0000003-3', '11:00'],
+    ['784-1990-0000001-0', '09:30'],
+    ['784-1990-0000003-6', '11:00'],
   ] as const) {
     const res = await postSubmit(
       harness.url,
@@ -53,7 +53,7 @@ beforeAll(async () => {
   const third = await postSubmit(
     harness.url,
     harness.auth,
-    { emiratesId: '784-1990-0000002-2', servicedPeriod: { start: at('12:15') } },
+    { emiratesId: '784-1990-0000002-8', servicedPeriod: { start: at('12:15') } },
     { Prefer: 'wait=10' },
   );
   cancelledId =

@@ -47,7 +47,7 @@ beforeAll(async () => {
     launched,
   ])) as [Harness, Browser];
   const path = await submitFinal(harness.url, harness.auth, {
-    emiratesId: '784-1990-0000001-1',
+    emiratesId: '784-1990-0000001-0',
     payer: 'DAMAN',
   });
   eligibleId = path.split('/').pop() ?? '';
@@ -159,7 +159,7 @@ describe('the deep link /app/#answer=<id>', () => {
       const res = await request(harness.url)
         .post(`/cds-services/${VIEW}`)
         .set('Authorization', `Bearer ${jwt}`)
-        .send(hookRequest('patient-view', { patient: { emiratesId: '784-1990-0000041-1' } }));
+        .send(hookRequest('patient-view', { patient: { emiratesId: '784-1990-0000041-6' } }));
       expect(res.status, JSON.stringify(res.body)).toBe(200);
       return cardsOf(res.body);
     };

@@ -12,6 +12,7 @@ import { startHarness } from '../support/harness.js';
 import { eligibilityRequest } from '../support/requests.js';
 import { expectValidFhir } from '../support/fhir.js';
 import { until } from '../support/until.js';
+import { emiratesId } from '../support/emirates-id.js';
 
 const SUBMIT = '/fhir/CoverageEligibilityRequest/$submit';
 const INTERVAL = 200;
@@ -89,8 +90,8 @@ function gapsOf(timeline: Timeline): number[][] {
   return [...timeline.values()].map((times) => times.slice(1).map((t, i) => t - times[i]!));
 }
 
-const WARM_UP = ['784-1990-5550001-1', '784-1990-5550002-1', '784-1990-5550003-1'];
-const MEASURED = ['784-1990-5550011-1', '784-1990-5550012-1', '784-1990-5550013-1', '784-1990-5550014-1'];
+const WARM_UP = ['784-1990-5550001-3', '784-1990-5550002-1', '784-1990-5550003-9'];
+const MEASURED = ['784-1990-5550011-2', '784-1990-5550012-0', '784-1990-5550013-8', '784-1990-5550014-6'];
 
 describe('POLL_STRATEGY', () => {
   it('fixed polls every POLL_INTERVAL_MS and learns nothing; adaptive polls sparse early, never closer than MIN_POLL_GAP_MS, fewer times on the same work', async () => {
@@ -119,7 +120,7 @@ describe('POLL_STRATEGY', () => {
       if ((learnt?.preExtract?.n ?? 0) >= 3 && (learnt?.extract?.n ?? 0) >= 3) break;
       await runChecks(
         h,
-        WARM_UP.map((_, i) => `784-1990-55501${round}${i}-1`),
+        WARM_UP.map((_, i) => emiratesId(1990, `55501${round}${i}`)),
       );
     }
     const learnt = await h.server.store.getPayerDurations('DAMAN');

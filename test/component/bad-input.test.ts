@@ -381,7 +381,7 @@ describe('content negotiation', () => {
       .post(SUBMIT)
       .set(h.auth)
       .set('Content-Type', 'application/json')
-      .send(JSON.stringify(eligibilityRequest({ emiratesId: '784-1990-0000001-1' })));
+      .send(JSON.stringify(eligibilityRequest({ emiratesId: '784-1990-0000001-0' })));
     expect(res.status, JSON.stringify(res.body)).toBe(200);
     expect(String(res.headers['content-type'])).toMatch(/^application\/fhir\+json/);
     expectValidFhir(res.body);

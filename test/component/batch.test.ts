@@ -18,6 +18,7 @@ import type { Harness } from '../support/harness.js';
 import { startHarness, trackInFlight } from '../support/harness.js';
 import { eligibilityRequest } from '../support/requests.js';
 import { until } from '../support/until.js';
+import { emiratesId } from '../support/emirates-id.js';
 
 const MAX_IN_FLIGHT = 2;
 let h: Harness;
@@ -30,7 +31,7 @@ afterAll(async () => {
 });
 
 /** An Emirates ID the sandbox answers eligible (no scenario uses these serials). */
-const eligibleId = (n: number) => `784-1985-${String(5550000 + n)}-1`;
+const eligibleId = (n: number) => emiratesId(1985, 5550000 + n);
 
 const submitEntry = (resource: unknown, method = 'POST', url = 'CoverageEligibilityRequest/$submit') => ({
   resource,

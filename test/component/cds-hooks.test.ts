@@ -56,7 +56,7 @@ beforeAll(async () => {
     res.end(JSON.stringify({ keys: [rsKey.publicJwk] }));
   });
   const jwksUrl = `${await listen(jwksServer)}/jwks.json`;
-  fhir = await startFhirStub({ emiratesId: '784-1990-5555555-5' });
+  fhir = await startFhirStub({ emiratesId: '784-1990-5555555-3' });
   // Nothing registered points here: any request it receives is an SSRF.
   trap = createServer((_req, res) => {
     trapRequests += 1;
@@ -132,7 +132,7 @@ describe('appointment-book', () => {
     const start = '2026-12-03T05:30:00Z';
     const body = hookRequest('appointment-book', {
       appointments: [appointment('a1', start), appointment('a2')],
-      patient: { emiratesId: '784-1990-0000001-1' },
+      patient: { emiratesId: '784-1990-0000001-0' },
     });
     const started = Date.now();
     const res = await call(BOOK, body);
@@ -173,7 +173,7 @@ describe('appointment-book', () => {
   });
 
   it('answers with the booking answer when one is there to reuse', async () => {
-    const patient = { emiratesId: '784-1990-2222222-2' };
+    const patient = { emiratesId: '784-1990-2222222-0' };
     const first = cardsOf((await call(BOOK, hookRequest('appointment-book', { patient }))).body);
     const id = /#answer=([\w-]+)$/.exec(first[0]!.links![0]!.url)?.[1];
     await until(async () => {
@@ -215,7 +215,7 @@ describe('appointment-book', () => {
 
 describe('patient-view', () => {
   it('starts a check when there is no answer and says so; shows the answer with its date once final', async () => {
-    const patient = { emiratesId: '784-1990-0000002-2' };
+    const patient = { emiratesId: '784-1990-0000002-8' };
     const first = cardsOf((await call(VIEW, hookRequest('patient-view', { patient }))).body);
     expect(first).toHaveLength(1);
     expect(first[0]).toMatchObject({
@@ -236,7 +236,7 @@ describe('patient-view', () => {
   });
 
   it('shows a warning card, and no check, for a patient with no active insurance', async () => {
-    const body = hookRequest('patient-view', { patient: { emiratesId: '784-1990-3333333-3' } });
+    const body = hookRequest('patient-view', { patient: { emiratesId: '784-1990-3333333-9' } });
     (body.prefetch as { coverage: unknown }).coverage = {
       resourceType: 'Bundle',
       type: 'searchset',
@@ -248,8 +248,22 @@ describe('patient-view', () => {
     expect(await storedChecks()).toBe(before);
   });
 
+  it('answers a mistyped Emirates ID with a warning card that says so, and starts nothing', async () => {
+    const before = await storedChecks();
+    const creates = h.sandbox.control.stats().tasksCreated;
+    // 784-1987-4521001-7 with two neighbouring digits swapped.
+    const body = hookRequest('patient-view', { patient: { emiratesId: '784-1987-4521010-7' } });
+    const cards = cardsOf((await call(VIEW, body)).body);
+    expect(cards).toHaveLength(1);
+    expect(cards[0]).toMatchObject({ indicator: 'warning' });
+    expect(cards[0]!.detail).toMatch(/Re-type it from the patient's Emirates ID card/);
+    expect(JSON.stringify(cards)).not.toContain('4521010');
+    expect(await storedChecks()).toBe(before);
+    expect(h.sandbox.control.stats().tasksCreated).toBe(creates);
+  });
+
   it('puts no Emirates ID, card number, phone or birth date in any card', async () => {
-    const patient = { emiratesId: '784-1990-0000003-3', cardNumber: '4410-9999-0000777' };
+    const patient = { emiratesId: '784-1990-0000003-6', cardNumber: '4410-9999-0000777' };
     await call(VIEW, hookRequest('patient-view', { patient }));
     const cards = await until(async () => {
       const answer = cardsOf((await call(VIEW, hookRequest('patient-view', { patient }))).body);
@@ -257,8 +271,8 @@ describe('patient-view', () => {
     }, 20_000);
     const text = JSON.stringify(cards);
     for (const secret of [
-      '784-1990-0000003-3',
-      '784199000000033',
+      '784-1990-0000003-6',
+      '784199000000036',
       '4410-9999-0000777',
       PATIENT_PHONE,
       payerOrganization,
@@ -274,7 +288,7 @@ describe('prefetch from the fhirServer', () => {
     const body = hookRequest('patient-view', {
       prefetch: false,
       fhirServer: `${fhir.url}/fhir`,
-      patient: { emiratesId: '784-1990-5555555-5' },
+      patient: { emiratesId: '784-1990-5555555-3' },
     });
     const res = await call(VIEW, body);
     expect(res.status, JSON.stringify(res.body)).toBe(200);
@@ -290,7 +304,7 @@ describe('prefetch from the fhirServer', () => {
     fhir.requests.length = 0;
     const body = hookRequest('patient-view', {
       fhirServer: `${fhir.url}/fhir`,
-      patient: { emiratesId: '784-1990-6666666-6' },
+      patient: { emiratesId: '784-1990-6666666-2' },
     });
     const prefetch = body.prefetch as { coverage: Bundle };
     prefetch.coverage.entry = prefetch.coverage.entry!.slice(0, 1);
@@ -301,7 +315,7 @@ describe('prefetch from the fhirServer', () => {
   });
 
   it('reads a Coverage that holds its payer contained, as $submit would', async () => {
-    const body = hookRequest('patient-view', { patient: { emiratesId: '784-1990-7777777-7' } });
+    const body = hookRequest('patient-view', { patient: { emiratesId: '784-1990-7777777-1' } });
     const coverage = (body.prefetch as { coverage: Bundle }).coverage.entry![0]!.resource as Coverage;
     coverage.contained = [{ ...payerOrganization(), id: 'payer' }];
     coverage.payor = [{ reference: '#payer' }];
@@ -393,7 +407,7 @@ describe('the JWT', () => {
     const res = await request(h.url)
       .post(`/cds-services/${VIEW}`)
       .set(bearer ? { Authorization: `Bearer ${bearer}` } : {})
-      .send(hookRequest('patient-view', { patient: { emiratesId: '784-1990-4444444-4' } }));
+      .send(hookRequest('patient-view', { patient: { emiratesId: '784-1990-4444444-8' } }));
     expectOperationOutcome(res, 401);
     expect(res.body).not.toHaveProperty('cards');
     expect(await storedChecks()).toBe(before);
@@ -454,7 +468,7 @@ describe('feedback, audit and metrics', () => {
     const text = h.logs.join('\n');
     for (const value of [
       'ehr-access-token-5b7e',
-      '784-1990-0000001-1',
+      '784-1990-0000001-0',
       PATIENT_PHONE,
       payerOrganization,
       PATIENT_BIRTH_DATE,
@@ -479,7 +493,7 @@ describe('a store outage', () => {
       new StoreUnavailableError('connection', new Error('ECONNREFUSED')),
     );
     try {
-      const res = await call(service, hookRequest(hook, { patient: { emiratesId: '784-1990-6666666-6' } }));
+      const res = await call(service, hookRequest(hook, { patient: { emiratesId: '784-1990-6666666-2' } }));
       expectOperationOutcome(res, 503);
       expect(res.headers['retry-after']).toBe('5');
       expect((res.body as OperationOutcome).issue[0]?.code).toBe('transient');

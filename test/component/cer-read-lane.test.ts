@@ -51,7 +51,7 @@ beforeAll(async () => {
       ],
     },
   });
-  path = await submitFinal(h.url, h.auth, { emiratesId: '784-1990-0000001-1' });
+  path = await submitFinal(h.url, h.auth, { emiratesId: '784-1990-0000001-0' });
   const first = await request(h.server.app).get(path).set(h.auth);
   etag = String(first.headers.etag);
   lastModified = String(first.headers['last-modified']);

@@ -88,7 +88,7 @@ const ELIGIBLE = /reports the member as eligible/;
 const OUTCOMES: OutcomeRow[] = [
   {
     name: 'found, eligible',
-    request: { emiratesId: '784-1990-0000001-1' },
+    request: { emiratesId: '784-1990-0000001-0' },
     status: 200,
     outcome: 'complete',
     inforce: [true],
@@ -116,7 +116,7 @@ const OUTCOMES: OutcomeRow[] = [
   },
   {
     name: 'found, not eligible (reason in the disposition, no retry)',
-    request: { emiratesId: '784-1990-0000002-2' },
+    request: { emiratesId: '784-1990-0000002-8' },
     status: 200,
     outcome: 'complete',
     inforce: [false],
@@ -128,7 +128,7 @@ const OUTCOMES: OutcomeRow[] = [
   },
   {
     name: 'member_not_found (guidance names the card number)',
-    request: { emiratesId: '784-1990-0000003-3' },
+    request: { emiratesId: '784-1990-0000003-6' },
     status: 200,
     outcome: 'error',
     inforce: [],
@@ -154,18 +154,18 @@ const OUTCOMES: OutcomeRow[] = [
     then: async () => {
       const before = counts.create + counts.poll;
       for (let i = 0; i < 20; i += 1) {
-        const next = await submit({ emiratesId: '784-1990-0000001-1', payer: 'AXA' });
+        const next = await submit({ emiratesId: '784-1990-0000001-0', payer: 'AXA' });
         expect(next.res.status).toBe(422);
         expect(JSON.stringify(next.res.body)).toMatch(/credential|login/i);
       }
       expect(counts.create + counts.poll).toBe(before);
-      const other = await submit({ emiratesId: '784-1990-0000001-1', payer: 'NAS' });
+      const other = await submit({ emiratesId: '784-1990-0000001-0', payer: 'NAS' });
       expect(other.res.status).toBe(200);
     },
   },
   {
     name: 'tpa_not_configured (never retried)',
-    request: { emiratesId: '784-1990-0000008-8' },
+    request: { emiratesId: '784-1990-0000008-5' },
     status: 422,
     outcome: 'error',
     inforce: [],
@@ -187,14 +187,14 @@ const OUTCOMES: OutcomeRow[] = [
     createTasks: 1,
     retryAfter: 900,
     then: async () => {
-      const next = await submit({ emiratesId: '784-1990-0000001-1', payer: 'METLIFE' });
+      const next = await submit({ emiratesId: '784-1990-0000001-0', payer: 'METLIFE' });
       expect(next.res.status).toBe(503);
       expect(next.created()).toBe(0);
     },
   },
   {
     name: 'failed (retried once by the adapter)',
-    request: { emiratesId: '784-1990-0000005-5' },
+    request: { emiratesId: '784-1990-0000005-1' },
     status: 502,
     outcome: 'error',
     inforce: [],
@@ -206,7 +206,7 @@ const OUTCOMES: OutcomeRow[] = [
   },
   {
     name: 'error (retried once by the adapter)',
-    request: { emiratesId: '784-1990-0000006-6' },
+    request: { emiratesId: '784-1990-0000006-9' },
     status: 502,
     outcome: 'error',
     inforce: [],
@@ -218,7 +218,7 @@ const OUTCOMES: OutcomeRow[] = [
   },
   {
     name: 'failed, then found on the retry',
-    request: { emiratesId: '784-1990-0000014-4' },
+    request: { emiratesId: '784-1990-0000014-3' },
     status: 200,
     outcome: 'complete',
     inforce: [true],
@@ -231,7 +231,7 @@ const OUTCOMES: OutcomeRow[] = [
   {
     // A FAILED task gets no second portal session.
     name: 'task FAILED',
-    request: { emiratesId: '784-1990-0000010-0' },
+    request: { emiratesId: '784-1990-0000010-1' },
     status: 502,
     outcome: 'error',
     inforce: [],
@@ -243,7 +243,7 @@ const OUTCOMES: OutcomeRow[] = [
   },
   {
     name: 'task CANCELLED',
-    request: { emiratesId: '784-1990-0000011-1' },
+    request: { emiratesId: '784-1990-0000011-9' },
     status: 409,
     outcome: 'error',
     inforce: [],
@@ -255,7 +255,7 @@ const OUTCOMES: OutcomeRow[] = [
   },
   {
     name: 'a status never seen before is in flight, not terminal',
-    request: { emiratesId: '784-1990-0000013-3' },
+    request: { emiratesId: '784-1990-0000013-5' },
     status: 200,
     outcome: 'complete',
     inforce: [true],
@@ -267,7 +267,7 @@ const OUTCOMES: OutcomeRow[] = [
   },
   {
     name: 'multi-card: says plainly which card of how many',
-    request: { emiratesId: '784-1990-0000009-9' },
+    request: { emiratesId: '784-1990-0000009-3' },
     status: 200,
     outcome: 'partial',
     inforce: [true],
@@ -305,7 +305,7 @@ const OUTCOMES: OutcomeRow[] = [
   },
   {
     name: 'search-all: one CER with every eligible payer',
-    request: { emiratesId: '784-1990-0000031-1', discovery: true },
+    request: { emiratesId: '784-1990-0000031-7', discovery: true },
     status: 200,
     outcome: 'complete',
     inforce: [true, true],
@@ -354,7 +354,7 @@ describe('outcome table', () => {
 
 describe('waiting, queued and async', () => {
   it('a slow check answers queued after the wait, keeps its id, and is still polled', async () => {
-    const { res } = await submit({ emiratesId: '784-1990-0000012-2' }, { Prefer: 'wait=1' });
+    const { res } = await submit({ emiratesId: '784-1990-0000012-7' }, { Prefer: 'wait=1' });
     expect(res.status).toBe(200);
     expect(res.headers['preference-applied']).toBe('wait=1');
     const cer = res.body as CoverageEligibilityResponse;
@@ -365,7 +365,7 @@ describe('waiting, queued and async', () => {
   });
 
   it('Prefer: respond-async -> 202, status URL 202 then 200 batch-response', async () => {
-    const { res } = await submit({ emiratesId: '784-1990-0000001-1' }, { Prefer: 'respond-async' });
+    const { res } = await submit({ emiratesId: '784-1990-0000001-0' }, { Prefer: 'respond-async' });
     expect(res.status).toBe(202);
     const status = new URL(String(res.headers['content-location'])).pathname;
     expect(status).toMatch(/^\/fhir\/_async\//);
@@ -387,8 +387,8 @@ describe('waiting, queued and async', () => {
 
   it('the same request identifier twice is one check and one real upstream task', async () => {
     const identifier = `idem-${Date.now()}`;
-    const first = await submit({ emiratesId: '784-1990-0000001-1', identifier });
-    const second = await submit({ emiratesId: '784-1990-0000001-1', identifier });
+    const first = await submit({ emiratesId: '784-1990-0000001-0', identifier });
+    const second = await submit({ emiratesId: '784-1990-0000001-0', identifier });
     expect([first.res.status, second.res.status]).toEqual([200, 200]);
     const id = (first.res.body as CoverageEligibilityResponse).id;
     expect(id).toEqual(expect.any(String));
@@ -398,8 +398,8 @@ describe('waiting, queued and async', () => {
 
   it("the same identifier for another patient is a 409, never the other patient's answer", async () => {
     const identifier = `reuse-${Date.now()}`;
-    expect((await submit({ emiratesId: '784-1990-0000001-1', identifier })).res.status).toBe(200);
-    const other = await submit({ emiratesId: '784-1985-7654321-2', identifier });
+    expect((await submit({ emiratesId: '784-1990-0000001-0', identifier })).res.status).toBe(200);
+    const other = await submit({ emiratesId: '784-1985-7654321-3', identifier });
     expect(other.res.status).toBe(409);
     expect(JSON.stringify(other.res.body)).toContain('CoverageEligibilityRequest.identifier[0]');
     expect(other.created()).toBe(0);
@@ -408,7 +408,7 @@ describe('waiting, queued and async', () => {
 
 describe('documents and screenshot', () => {
   it('the CER links to stable adapter URLs that stream a freshly signed file, for the owner only', async () => {
-    const { res } = await submit({ emiratesId: '784-1990-0000001-1' });
+    const { res } = await submit({ emiratesId: '784-1990-0000001-0' });
     expect(res.status).toBe(200);
     const text = JSON.stringify(res.body);
     const links = [...new Set(text.match(/\/fhir\/Binary\/[A-Za-z0-9.-]+/g) ?? [])];
@@ -426,7 +426,7 @@ describe('documents and screenshot', () => {
   it('a document URL still works after the upstream link it was built from has expired', async () => {
     h.sandbox.control.setLinkTtlMs(300);
     try {
-      const { res } = await submit({ emiratesId: '784-1990-0000001-1' });
+      const { res } = await submit({ emiratesId: '784-1990-0000001-0' });
       expect(res.status).toBe(200);
       const cer = res.body as CoverageEligibilityResponse;
       const check = await h.server.store.get('clinic-a', cer.id ?? '');
@@ -450,7 +450,7 @@ describe('documents and screenshot', () => {
 
 describe('tenants and search', () => {
   it('another tenant gets 404 for a check, and search is tenant-scoped', async () => {
-    const { res } = await submit({ emiratesId: '784-1990-0000001-1' });
+    const { res } = await submit({ emiratesId: '784-1990-0000001-0' });
     expect(res.status).toBe(200);
     const path = new URL(String(res.headers.location)).pathname;
     expect((await request(h.url).get(path).set(h.authB)).status).toBe(404);
@@ -463,7 +463,7 @@ describe('tenants and search', () => {
   });
 
   it("tenant B gets 404 for tenant A's request, response and async status, and cannot stop A's tracking", async () => {
-    const { res } = await submit({ emiratesId: '784-1990-0000001-1' }, { Prefer: 'respond-async' });
+    const { res } = await submit({ emiratesId: '784-1990-0000001-0' }, { Prefer: 'respond-async' });
     expect(res.status).toBe(202);
     const asyncPath = new URL(String(res.headers['content-location'])).pathname;
     const id = asyncPath.split('/').pop() ?? '';
@@ -508,14 +508,14 @@ describe('tenants and search', () => {
   });
 
   it('search by patient identifier and by request id', async () => {
-    const { res } = await submit({ emiratesId: '784-1990-0000002-2' });
+    const { res } = await submit({ emiratesId: '784-1990-0000002-8' });
     expect(res.status).toBe(200);
     const id = (res.body as CoverageEligibilityResponse).id ?? '';
     expect(id).not.toBe('');
     const byRequest = await request(h.url).get(`/fhir/CoverageEligibilityResponse?request=${id}`).set(h.auth);
     expect((byRequest.body as Bundle).entry?.map((e) => e.resource?.id)).toEqual([id]);
     const byPatient = await request(h.url)
-      .get('/fhir/CoverageEligibilityResponse?patient=784-1990-0000002-2&outcome=complete')
+      .get('/fhir/CoverageEligibilityResponse?patient=784-1990-0000002-8&outcome=complete')
       .set(h.auth);
     expect(byPatient.status).toBe(200);
     expectValidFhir(byPatient.body);

@@ -109,12 +109,12 @@ describe('scopes on the routes of notifications, batches, $validate and _async',
         .post('/fhir')
         .set(bearer(token))
         .set('Content-Type', FHIR_JSON)
-        .send(batchOf('784-1985-6660001-1')),
+        .send(batchOf('784-1985-6660001-5')),
       request(h.url)
         .post('/fhir/CoverageEligibilityRequest/$validate')
         .set(bearer(token))
         .set('Content-Type', FHIR_JSON)
-        .send(eligibilityRequest({ emiratesId: '784-1985-6660002-1' })),
+        .send(eligibilityRequest({ emiratesId: '784-1985-6660002-3' })),
     ];
     for (const res of await Promise.all(attempts)) {
       expect(res.status).toBe(403);
@@ -150,7 +150,7 @@ describe('scopes on the routes of notifications, batches, $validate and _async',
       .send(eligibilityRequest({ emiratesId: '784-1985-6660003-1' }));
     expect(dry.status).toBe(200);
 
-    const ids = ['784-1985-6660004-1', '784-1985-6660005-1'];
+    const ids = ['784-1985-6660004-9', '784-1985-6660005-6'];
     const batch = await request(h.url)
       .post('/fhir')
       .set(bearer(token))

@@ -58,7 +58,7 @@ async function documentLink(): Promise<string> {
     .post(SUBMIT)
     .set(h.auth)
     .set('Content-Type', 'application/fhir+json')
-    .send(eligibilityRequest({ emiratesId: '784-1990-0000001-1' }));
+    .send(eligibilityRequest({ emiratesId: '784-1990-0000001-0' }));
   expect(res.status).toBe(200);
   const link = /\/fhir\/Binary\/[A-Za-z0-9.-]+\.d0/.exec(
     JSON.stringify(res.body as CoverageEligibilityResponse),

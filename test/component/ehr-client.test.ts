@@ -32,7 +32,7 @@ describe('an EHR using fhir-kit-client', () => {
     const cer = (await client.operation({
       name: '$submit',
       resourceType: 'CoverageEligibilityRequest',
-      input: eligibilityRequest({ emiratesId: '784-1990-0000001-1' }) as never,
+      input: eligibilityRequest({ emiratesId: '784-1990-0000001-0' }) as never,
     })) as unknown as CoverageEligibilityResponse;
     expectValidFhir(cer);
     expect(cer.resourceType).toBe('CoverageEligibilityResponse');
@@ -60,7 +60,7 @@ describe('an EHR using fhir-kit-client', () => {
       await client.operation({
         name: '$submit',
         resourceType: 'CoverageEligibilityRequest',
-        input: eligibilityRequest({ emiratesId: '784-1990-0000002-2' }) as never,
+        input: eligibilityRequest({ emiratesId: '784-1990-0000002-8' }) as never,
       });
     }
     const first = (await client.search({
@@ -80,7 +80,7 @@ describe('an EHR using fhir-kit-client', () => {
     const cer = (await client.operation({
       name: '$submit',
       resourceType: 'CoverageEligibilityRequest',
-      input: eligibilityRequest({ emiratesId: '784-1990-0000001-1' }) as never,
+      input: eligibilityRequest({ emiratesId: '784-1990-0000001-0' }) as never,
     })) as unknown as CoverageEligibilityResponse;
     await expect(
       other.read({ resourceType: 'CoverageEligibilityResponse', id: cer.id ?? '' }),

@@ -49,7 +49,7 @@ beforeAll(async () => {
   });
   const smart = await request(h.url).get('/fhir/.well-known/smart-configuration');
   tokenUrl = String((smart.body as { token_endpoint: string }).token_endpoint);
-  eligible = await submitFinal(h.url, h.auth, { emiratesId: '784-1990-0000001-1', payer: 'DAMAN' });
+  eligible = await submitFinal(h.url, h.auth, { emiratesId: '784-1990-0000001-0', payer: 'DAMAN' });
 });
 afterAll(async () => {
   await h.stop();
@@ -145,8 +145,8 @@ describe('$estimate', () => {
   });
 
   it.each([
-    ['not eligible', '784-1990-0000002-2', /not in force/],
-    ['member not found', '784-1990-0000003-3', /no determination/],
+    ['not eligible', '784-1990-0000002-8', /not in force/],
+    ['member not found', '784-1990-0000003-6', /no determination/],
   ])('answers 422 for a %s answer', async (_name, emiratesId, why) => {
     const created = await request(h.url)
       .post('/fhir/CoverageEligibilityRequest/$submit')

@@ -93,8 +93,8 @@ describe('/app/api/', () => {
     const codes = (payers.body.payers as { code: string }[]).map((p) => p.code);
     for (const code of Object.keys(SANDBOX_PAYERS)) expect(codes, code).toContain(code);
     // Recent: the tenant's newest checks' payer codes, newest first, any code, never another tenant's.
-    await submit(h.auth, '784-1990-0000001-1', 'zzrecent');
-    await submit(h.authB, '784-1990-0000001-1', 'OTHERTENANT');
+    await submit(h.auth, '784-1990-0000001-0', 'zzrecent');
+    await submit(h.authB, '784-1990-0000001-0', 'OTHERTENANT');
     const after = await request(h.url).get('/app/api/payers').set(h.auth);
     expect(after.body.recent[0]).toBe('ZZRECENT');
     expect(after.body.recent).not.toContain('OTHERTENANT');
@@ -125,7 +125,7 @@ describe('/app/api/', () => {
       .set(h.auth)
       .set('Prefer', 'wait=0')
       .set('Content-Type', 'application/fhir+json')
-      .send(eligibilityRequest({ emiratesId: '784-1990-0000012-2', payer: 'NAS' }));
+      .send(eligibilityRequest({ emiratesId: '784-1990-0000012-7', payer: 'NAS' }));
     const slowId = new URL(String(slow.headers.location)).pathname.split('/').pop();
 
     const mine = await until(
@@ -165,7 +165,7 @@ describe('/app/api/', () => {
     expect(await h.server.store.getGuard('clinic-a', 'METLIFE')).toBeNull();
     expect((await request(h.url).post('/app/api/guards/METLIFE/reset').set(h.auth)).status).toBe(404);
     // Checks reach the payer again.
-    expect((await submit(h.auth, '784-1990-0000001-1', 'METLIFE')).status).toBe(200);
+    expect((await submit(h.auth, '784-1990-0000001-0', 'METLIFE')).status).toBe(200);
   });
 
   it('a payer that is not a payer code is a 400 naming it', async () => {
@@ -193,14 +193,14 @@ describe('the narrative over HTTP', () => {
     /<p><b>([^<]+)<\/b><\/p>/.exec(cer.text?.div ?? '')?.[1];
 
   it('every CER the service answers or stores carries it: final, error, queued, search-all', async () => {
-    const eligible = await submit(h.auth, '784-1990-0000001-1', 'DAMAN');
+    const eligible = await submit(h.auth, '784-1990-0000001-0', 'DAMAN');
     expect(eligible.status).toBe(200);
     expectValidFhir(eligible.body);
     expect(eligible.body.text).toMatchObject({ status: 'generated' });
     expect(headline(eligible.body as CoverageEligibilityResponse)).toBe('Eligible');
     expect((await cerAt(eligible.headers.location)).text).toEqual(eligible.body.text);
 
-    const notFound = await submit(h.auth, '784-1990-0000003-3', 'DAMAN');
+    const notFound = await submit(h.auth, '784-1990-0000003-6', 'DAMAN');
     expect(headline(await cerAt(notFound.headers.location))).toBe('No determination');
 
     const queued = await request(h.url)
@@ -208,7 +208,7 @@ describe('the narrative over HTTP', () => {
       .set(h.auth)
       .set('Prefer', 'wait=0')
       .set('Content-Type', 'application/fhir+json')
-      .send(eligibilityRequest({ emiratesId: '784-1990-0000012-2', payer: 'THIQA' }));
+      .send(eligibilityRequest({ emiratesId: '784-1990-0000012-7', payer: 'THIQA' }));
     expect(queued.body.outcome).toBe('queued');
     expectValidFhir(queued.body);
     expect(headline(queued.body as CoverageEligibilityResponse)).toMatch(
@@ -220,7 +220,7 @@ describe('the narrative over HTTP', () => {
       .set(h.auth)
       .set('Prefer', 'wait=20')
       .set('Content-Type', 'application/fhir+json')
-      .send(eligibilityRequest({ emiratesId: '784-1990-0000031-1', discovery: true }));
+      .send(eligibilityRequest({ emiratesId: '784-1990-0000031-7', discovery: true }));
     const searchAll = await until(
       async () => {
         const cer = await cerAt(all.headers.location);

@@ -14,7 +14,7 @@ import { postSubmit } from '../support/submit.js';
 import { countingUpstream, startHarness } from '../support/harness.js';
 import type { RequestOptions } from '../support/requests.js';
 
-const SLOW = '784-1990-0000012-2'; // NAVIGATING_WEBSITE for 600 s of sandbox time (12 s here)
+const SLOW = '784-1990-0000012-7'; // NAVIGATING_WEBSITE for 600 s of sandbox time (12 s here)
 
 const counts = { create: 0, poll: 0 };
 let h: Harness;
@@ -58,7 +58,7 @@ describe('payer guards with every slot taken', () => {
 
     const before = { ...counts };
     const started = Date.now();
-    const guarded = await submit({ emiratesId: '784-1990-0000001-1', payer: 'AXA' });
+    const guarded = await submit({ emiratesId: '784-1990-0000001-0', payer: 'AXA' });
     expect(guarded.status).toBe(422);
     expect(JSON.stringify(guarded.body)).toMatch(/credential|login/i);
     expect(Date.now() - started).toBeLessThan(2000); // not SUBMIT_WAIT_MS (5 s) then "queued"
@@ -76,7 +76,7 @@ describe('payer guards with every slot taken', () => {
     expect(cer.insurance ?? []).toEqual([]);
 
     // A check for another payer still waits for the slot (queued), as before.
-    const other = await submit({ emiratesId: '784-1990-0000001-1', payer: 'DAMAN' }, { Prefer: 'wait=0' });
+    const other = await submit({ emiratesId: '784-1990-0000001-0', payer: 'DAMAN' }, { Prefer: 'wait=0' });
     expect(other.status).toBe(200);
     expect((other.body as CoverageEligibilityResponse).outcome).toBe('queued');
     expect(counts.create).toBe(before.create);
@@ -92,7 +92,7 @@ describe('payer guards with every slot taken', () => {
     const before = { ...counts };
     const started = Date.now();
     const guarded = await submit(
-      { emiratesId: '784-1990-0000001-1', payer: 'METLIFE', identifier: 'guarded-visit-1' },
+      { emiratesId: '784-1990-0000001-0', payer: 'METLIFE', identifier: 'guarded-visit-1' },
       {},
       h.authB,
     );
@@ -107,14 +107,14 @@ describe('payer guards with every slot taken', () => {
     // but no Retry-After invites a retry that would only replay it; a new identifier is a new check.
     await h.server.store.deleteGuard('clinic-b', 'METLIFE');
     const replay = await submit(
-      { emiratesId: '784-1990-0000001-1', payer: 'METLIFE', identifier: 'guarded-visit-1' },
+      { emiratesId: '784-1990-0000001-0', payer: 'METLIFE', identifier: 'guarded-visit-1' },
       {},
       h.authB,
     );
     expect(replay.status).toBe(503);
     expect(replay.headers['retry-after']).toBeUndefined();
     const fresh = await submit(
-      { emiratesId: '784-1990-0000001-1', payer: 'METLIFE', identifier: 'guarded-visit-2' },
+      { emiratesId: '784-1990-0000001-0', payer: 'METLIFE', identifier: 'guarded-visit-2' },
       { Prefer: 'wait=0' },
       h.authB,
     );

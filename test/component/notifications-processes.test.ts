@@ -79,7 +79,7 @@ async function submit(url: string, count: number, tag: string): Promise<string[]
       // One patient throughout: every check is meant as a real one, not a reused answer.
       .set('Cache-Control', 'no-cache')
       .send(
-        eligibilityRequest({ emiratesId: '784-1990-0000001-1', identifier: `${tag}-${Date.now()}-${i}` }),
+        eligibilityRequest({ emiratesId: '784-1990-0000001-0', identifier: `${tag}-${Date.now()}-${i}` }),
       );
     expect([200, 202]).toContain(res.status);
     paths.push(new URL(String(res.headers.location ?? res.headers['content-location'])).pathname);

@@ -24,8 +24,8 @@ import { until } from '../support/until.js';
 const TOPIC = 'http://fhir-eligibility-adapter.org/fhir/SubscriptionTopic/eligibility-final';
 const BACKPORT = 'http://hl7.org/fhir/uv/subscriptions-backport/StructureDefinition';
 const FHIR_JSON = 'application/fhir+json';
-const ELIGIBLE = '784-1990-0000001-1';
-const NOT_FOUND = '784-1990-0000003-3';
+const ELIGIBLE = '784-1990-0000001-0';
+const NOT_FOUND = '784-1990-0000003-6';
 
 let h: Harness;
 let receiver: Receiver;
@@ -655,7 +655,7 @@ describe('a check refused at insert by an open payer guard', () => {
       // Opens the tenant's credentials guard for DAMAN.
       const second = await submit('784-1990-0000004-4');
       // Refused at insert, already final.
-      const third = await submit('784-1990-0000002-2');
+      const third = await submit('784-1990-0000002-8');
       expect(JSON.stringify(third)).toContain('credentials-guard');
       const events = await until(
         () => {

@@ -111,7 +111,7 @@ describe('operations', () => {
       .post(SUBMIT)
       .set(h.auth)
       .set('Content-Type', 'application/fhir+json')
-      .send(eligibilityRequest({ emiratesId: '784-1990-0000001-1' }));
+      .send(eligibilityRequest({ emiratesId: '784-1990-0000001-0' }));
     const res = await request(h.url).get('/metrics');
     expect(res.status).toBe(200);
     for (const name of [
@@ -236,7 +236,7 @@ describe('operations', () => {
       .post(SUBMIT)
       .set(h.auth)
       .set('Content-Type', 'application/fhir+json')
-      .send(eligibilityRequest({ emiratesId: '784-1990-0000001-1', payer: 'ORIENT' }));
+      .send(eligibilityRequest({ emiratesId: '784-1990-0000001-0', payer: 'ORIENT' }));
     expect(again.status).toBe(200);
     expect(await runAdmin(h.server.store, ['stuck'], io)).toBe(0);
   });
@@ -287,7 +287,7 @@ describe('operations', () => {
         .set(s.auth)
         .set('Prefer', 'respond-async')
         .set('Content-Type', 'application/fhir+json')
-        .send(eligibilityRequest({ emiratesId: '784-1990-0000012-2' }));
+        .send(eligibilityRequest({ emiratesId: '784-1990-0000012-7' }));
       expect(slow.status).toBe(202);
       expectValidFhir(slow.body);
       const id = new URL(String(slow.headers['content-location'])).pathname.split('/').pop() ?? '';
@@ -303,7 +303,7 @@ describe('operations', () => {
         .post(SUBMIT)
         .set(s.auth)
         .set('Content-Type', 'application/fhir+json')
-        .send(eligibilityRequest({ emiratesId: '784-1990-0000001-1' }));
+        .send(eligibilityRequest({ emiratesId: '784-1990-0000001-0' }));
       expect(done.status).toBe(200);
       expectValidFhir(done.body);
       const doneId = (done.body as { id?: string }).id ?? '';

@@ -18,7 +18,7 @@ import { until } from '../support/until.js';
 import { createTestSchema } from '../support/postgres.js';
 
 /** member_not_found in the sandbox: never reusable, so the re-check always runs. */
-const NOT_FOUND = '784-1990-0000003-3';
+const NOT_FOUND = '784-1990-0000003-6';
 
 const cleanups: (() => Promise<void>)[] = [];
 afterAll(async () => {

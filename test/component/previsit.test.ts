@@ -23,6 +23,7 @@ import { postSubmit } from '../support/submit.js';
 import type { RequestOptions } from '../support/requests.js';
 import { eligibilityRequest } from '../support/requests.js';
 import { until } from '../support/until.js';
+import { emiratesId } from '../support/emirates-id.js';
 
 const MIN = 60_000;
 const HOUR = 60 * MIN;
@@ -52,7 +53,7 @@ let patients = 0;
 /** A fresh patient, so reuse between tests never mixes them up. */
 function patient(): string {
   patients += 1;
-  return `784-1985-${String(7_000_000 + patients)}-${patients % 10}`;
+  return emiratesId(1985, 7_000_000 + patients);
 }
 
 async function book(options: RequestOptions, auth = h.auth) {

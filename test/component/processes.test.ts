@@ -46,7 +46,7 @@ async function submitMany(
       .set('Content-Type', FHIR_JSON)
       // The same patient every time, and each one meant as a real check (no reuse of an answer).
       .set('Cache-Control', 'no-cache')
-      .send(eligibilityRequest({ emiratesId: '784-1990-0000001-1', identifier: `drill-${Date.now()}-${i}` }));
+      .send(eligibilityRequest({ emiratesId: '784-1990-0000001-0', identifier: `drill-${Date.now()}-${i}` }));
     expect(res.status, JSON.stringify(res.body)).toBe(200);
     made.push({ tenant, path: new URL(String(res.headers.location)).pathname });
   }

@@ -31,7 +31,7 @@ describe('while a check runs', () => {
       .set(h.auth)
       .set('Prefer', 'wait=0')
       .set('Content-Type', FHIR_JSON)
-      .send(eligibilityRequest({ emiratesId: '784-1990-0000001-1' }));
+      .send(eligibilityRequest({ emiratesId: '784-1990-0000001-0' }));
     expect((res.body as CoverageEligibilityResponse).outcome).toBe('queued');
     const path = new URL(String(res.headers.location)).pathname;
     let sawInterim = false;
@@ -56,7 +56,7 @@ describe('while a check runs', () => {
       .set(h.auth)
       .set('Prefer', 'respond-async')
       .set('Content-Type', FHIR_JSON)
-      .send(eligibilityRequest({ emiratesId: '784-1990-0000001-1' }));
+      .send(eligibilityRequest({ emiratesId: '784-1990-0000001-0' }));
     const status = new URL(String(res.headers['content-location'])).pathname;
     const seen = new Set<string>();
     let answer = await request(h.url).get(status).set(h.auth);
@@ -94,7 +94,7 @@ describe('limits and headers', () => {
           .set('Authorization', `Bearer ${TENANT_A_KEY}`)
           .set('Prefer', 'wait=0')
           .set('Content-Type', FHIR_JSON)
-          .send(eligibilityRequest({ emiratesId: '784-1990-0000001-1' }));
+          .send(eligibilityRequest({ emiratesId: '784-1990-0000001-0' }));
         statuses.push(res.status);
         if (res.status === 429) {
           expectValidFhir(res.body);
@@ -110,7 +110,7 @@ describe('limits and headers', () => {
         .set('Authorization', 'Bearer tenant-b-inbound-key-7c2f0a')
         .set('Prefer', 'wait=0')
         .set('Content-Type', FHIR_JSON)
-        .send(eligibilityRequest({ emiratesId: '784-1990-0000001-1' }));
+        .send(eligibilityRequest({ emiratesId: '784-1990-0000001-0' }));
       expect(other.status).toBe(200);
     } finally {
       await server.stop();
@@ -136,7 +136,7 @@ describe('Prefer: wait cap and _lastUpdated search', () => {
       .set(fast.auth)
       .set('Prefer', 'wait=999')
       .set('Content-Type', FHIR_JSON)
-      .send(eligibilityRequest({ emiratesId: '784-1990-0000001-1' }));
+      .send(eligibilityRequest({ emiratesId: '784-1990-0000001-0' }));
     expect(res.status).toBe(200);
     expectValidFhir(res.body);
     expect(res.headers['preference-applied']).toBe('wait=60');
@@ -148,7 +148,7 @@ describe('Prefer: wait cap and _lastUpdated search', () => {
       .set(fast.auth)
       .set('Prefer', 'wait=7')
       .set('Content-Type', FHIR_JSON)
-      .send(eligibilityRequest({ emiratesId: '784-1990-0000001-1' }));
+      .send(eligibilityRequest({ emiratesId: '784-1990-0000001-0' }));
     expectValidFhir(asked.body);
     expect(asked.headers['preference-applied']).toBe('wait=7');
   });
@@ -160,7 +160,7 @@ describe('Prefer: wait cap and _lastUpdated search', () => {
       .set(fast.auth)
       .set('Prefer', 'wait=20')
       .set('Content-Type', FHIR_JSON)
-      .send(eligibilityRequest({ emiratesId: '784-1990-0000002-2' }));
+      .send(eligibilityRequest({ emiratesId: '784-1990-0000002-8' }));
     expectValidFhir(res.body);
     const id = (res.body as CoverageEligibilityResponse).id;
     expect(id).toBeTruthy();

@@ -17,7 +17,7 @@ let path: string;
 
 beforeAll(async () => {
   h = await startHarness({ corsOrigins: [EHR] });
-  path = await submitFinal(h.url, h.auth, { emiratesId: '784-1990-0000001-1' });
+  path = await submitFinal(h.url, h.auth, { emiratesId: '784-1990-0000001-0' });
 });
 afterAll(async () => {
   await h.stop();

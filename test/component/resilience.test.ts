@@ -41,7 +41,7 @@ describe('resilience', () => {
       .post(SUBMIT)
       .set(auth)
       .set('Content-Type', FHIR_JSON)
-      .send(eligibilityRequest({ emiratesId: '784-1990-0000001-1' }));
+      .send(eligibilityRequest({ emiratesId: '784-1990-0000001-0' }));
     expect(res.status).toBe(200);
     expect((res.body as CoverageEligibilityResponse).outcome).toBe('queued');
     const path = new URL(String(res.headers.location)).pathname;
@@ -74,7 +74,7 @@ describe('resilience', () => {
         .set(h.auth)
         .set('Content-Type', FHIR_JSON)
         .set('Prefer', 'wait=30')
-        .send(eligibilityRequest({ emiratesId: '784-1990-0000001-1' }));
+        .send(eligibilityRequest({ emiratesId: '784-1990-0000001-0' }));
       expect(res.status).toBe(200);
       expect((res.body as CoverageEligibilityResponse).outcome).toBe('complete');
     }
@@ -91,7 +91,7 @@ describe('resilience', () => {
         .post(SUBMIT)
         .set(h.auth)
         .set('Content-Type', FHIR_JSON)
-        .send(eligibilityRequest({ emiratesId: '784-1990-0000001-1' }));
+        .send(eligibilityRequest({ emiratesId: '784-1990-0000001-0' }));
       expect((res.body as CoverageEligibilityResponse).outcome).toBe('queued');
       locations.push(new URL(String(res.headers.location)).pathname);
     }

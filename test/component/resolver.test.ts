@@ -25,7 +25,7 @@ const resources: Record<string, Resource> = {
     resourceType: 'Patient',
     id: 'p1',
     meta: { versionId: '4', lastUpdated: '2026-11-01T10:00:00Z' },
-    identifier: [{ type: { coding: [{ system: V2, code: 'NI' }] }, value: '784-1985-7654321-2' }],
+    identifier: [{ type: { coding: [{ system: V2, code: 'NI' }] }, value: '784-1985-7654321-3' }],
     name: [{ given: ['Khalid'], family: 'Serverpatient' }],
     birthDate: '1985-02-03',
     telecom: [{ system: 'phone', value: '+971502223344' }],
@@ -153,7 +153,7 @@ describe('parseSubmit with literal references and SOURCE_FHIR_BASE_URL', () => {
   it('builds the upstream request from the resources on the EHR server', async () => {
     const input = await parseSubmit(literalRequest(), options());
     expect(input.upstream).toMatchObject({
-      emirates_id: '784-1985-7654321-2',
+      emirates_id: '784-1985-7654321-3',
       id_type: 'EMIRATESID',
       name: 'Khalid Serverpatient',
       phone: '+971502223344',
@@ -165,7 +165,7 @@ describe('parseSubmit with literal references and SOURCE_FHIR_BASE_URL', () => {
     });
     expect(input.patient).toEqual({
       reference: 'Patient/p1',
-      identifier: { type: { coding: [{ system: V2, code: 'NI' }] }, value: '784-1985-7654321-2' },
+      identifier: { type: { coding: [{ system: V2, code: 'NI' }] }, value: '784-1985-7654321-3' },
     });
     expect(input.request.patient).toEqual({ reference: 'Patient/p1' });
     expectValidFhir(input.request);

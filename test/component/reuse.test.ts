@@ -35,7 +35,7 @@ async function submit(
   return res;
 }
 
-const PATIENT = '784-1986-5551234-1';
+const PATIENT = '784-1986-5551234-5';
 
 describe('reuse of a recent answer', () => {
   it('answers the same CER again with Age and no upstream call; no-cache and max-age=0 make a new check', async () => {
@@ -74,7 +74,7 @@ describe('reuse of a recent answer', () => {
   });
 
   it('never for another service asked about (the visit category), which is another portal question', async () => {
-    const patient = '784-1986-5559876-1';
+    const patient = '784-1986-5559876-5';
     const consultation = await submit({ emiratesId: patient, category: '3' });
     expect((consultation.body as CoverageEligibilityResponse).outcome).toBe('complete');
     const before = { ...counts };
@@ -91,7 +91,7 @@ describe('reuse of a recent answer', () => {
   });
 
   it('never across tenants or payers, nor for errors (a failed check) and member-not-found', async () => {
-    const id = '784-1986-5554321-1';
+    const id = '784-1986-5554321-7';
     const first = await submit({ emiratesId: id });
     expect((first.body as CoverageEligibilityResponse).outcome).toBe('complete');
     const before = counts.create;
@@ -102,7 +102,7 @@ describe('reuse of a recent answer', () => {
     expect(counts.create).toBe(before + 2);
 
     // member not found (200 with an OperationOutcome) and a failed check (an error): never reused.
-    for (const errorId of ['784-1990-0000003-3', '784-1990-0000005-5']) {
+    for (const errorId of ['784-1990-0000003-6', '784-1990-0000005-1']) {
       const a = await submit({ emiratesId: errorId });
       const b = await submit({ emiratesId: errorId });
       expect(b.headers.location).not.toBe(a.headers.location);
@@ -141,7 +141,7 @@ describe('reuse of a recent answer', () => {
   });
 
   it('the request identifier takes precedence; a batch entry is reused too', async () => {
-    const id = '784-1986-5557777-1';
+    const id = '784-1986-5557777-7';
     const first = await submit({ emiratesId: id, identifier: 'reuse-precedence-1' });
     // The same identifier: that check (idempotency), not a reuse.
     const same = await submit({ emiratesId: id, identifier: 'reuse-precedence-1' });

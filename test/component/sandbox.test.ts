@@ -116,7 +116,7 @@ describe('sandbox: health and authentication', () => {
 
   it('answers a wrong x-api-key with a typed http 401 that does not echo the key', async () => {
     const wrong = { ...CREDS, apiKey: 'wrong-key-1234' };
-    const result = await client.createTask(wrong, taskRequest('784-1990-0000001-1'));
+    const result = await client.createTask(wrong, taskRequest('784-1990-0000001-0'));
     expect(result).toMatchObject({ ok: false, error: { kind: 'http', status: 401 } });
     expect(JSON.stringify(result)).not.toContain('wrong-key-1234');
     expect(await client.getResult(wrong, 'any')).toMatchObject({
@@ -138,7 +138,7 @@ describe('sandbox: health and authentication', () => {
 
   it('answers 422 JSON to a create-task body missing required fields or not JSON', async () => {
     const partial = {
-      ...taskRequest('784-1990-0000001-1'),
+      ...taskRequest('784-1990-0000001-0'),
       emirates_id: undefined,
     } as unknown as UpstreamTaskRequest;
     const result = await client.createTask(CREDS, partial);
@@ -152,7 +152,7 @@ describe('sandbox: health and authentication', () => {
   });
 
   it('answers 404 for a task of another clinic', async () => {
-    const taskId = await create('784-1990-0000001-1');
+    const taskId = await create('784-1990-0000001-0');
     const other = await client.getResult({ ...CREDS, clinicId: 'C-OTHER' }, taskId);
     expect(other).toMatchObject({ ok: false, error: { kind: 'http', status: 404 } });
     expect((await client.getResult(CREDS, taskId)).ok).toBe(true);
@@ -170,7 +170,7 @@ describe('sandbox: health and authentication', () => {
 
 describe('sandbox: a single-payer task', () => {
   it('moves IN_QUEUE -> NAVIGATING_WEBSITE -> EXTRACTING_DATA -> PROCESS_COMPLETE', async () => {
-    const { envelopes, statuses, result } = await runToEnd('784-1990-0000001-1');
+    const { envelopes, statuses, result } = await runToEnd('784-1990-0000001-0');
     expect(statuses).toEqual(['IN_QUEUE', 'NAVIGATING_WEBSITE', 'EXTRACTING_DATA', 'PROCESS_COMPLETE']);
     for (const e of envelopes.filter((x) => !isTerminalStatus(x.status)))
       expect(e.eligibility_result).toBeUndefined();
@@ -182,11 +182,11 @@ describe('sandbox: a single-payer task', () => {
     expect(result?.status).toBe('found');
     expect(result?.id).toBe(`${envelopes[0]!.task_id}:DAMAN`);
     expect(result?.created_at).toMatch(/^\d{4}-\d{2}-\d{2}T[\d:.]+$/);
-    expect(envelopes[0]!.request_dump?.emirates_id).toBe('784-1990-0000001-1');
+    expect(envelopes[0]!.request_dump?.emirates_id).toBe('784-1990-0000001-0');
   });
 
   it('returns the rich eligible data of the document', async () => {
-    const { result } = await runToEnd('784-1990-0000001-1');
+    const { result } = await runToEnd('784-1990-0000001-0');
     const data = result?.data_dump?.data;
     expect(data?.is_eligible).toBe(true);
     expect(data?.policy_network?.is_gatekeeper).toBe('Yes');
@@ -221,7 +221,7 @@ describe('sandbox: a single-payer task', () => {
   it.each([
     ['invalid_credentials', '784-1990-0000004-4'],
     ['backoff', '784-1990-0000007-7'],
-    ['tpa_not_configured', '784-1990-0000008-8'],
+    ['tpa_not_configured', '784-1990-0000008-5'],
   ])(
     'jumps from NAVIGATING_WEBSITE to the end, skipping EXTRACTING_DATA, on %s',
     async (outcome, identifier) => {
@@ -235,22 +235,22 @@ describe('sandbox: a single-payer task', () => {
 
 describe('sandbox: outcome scenarios', () => {
   it('found, not eligible: a determination with failure_reason', async () => {
-    const { result } = await runToEnd('784-1990-0000002-2');
+    const { result } = await runToEnd('784-1990-0000002-8');
     expect(result?.status).toBe('found');
     expect(result?.data_dump?.data?.is_eligible).toBe(false);
     expect(result?.data_dump?.data?.failure_reason).toEqual(expect.any(String));
   });
 
   it('member_not_found: show_data false, is_eligible false', async () => {
-    const { result } = await runToEnd('784-1990-0000003-3');
+    const { result } = await runToEnd('784-1990-0000003-6');
     expect(result?.status).toBe('member_not_found');
     expect(result?.data_dump?.data).toMatchObject({ show_data: false, is_eligible: false });
   });
 
   it.each([
     ['invalid_credentials', '784-1990-0000004-4'],
-    ['failed', '784-1990-0000005-5'],
-    ['error', '784-1990-0000006-6'],
+    ['failed', '784-1990-0000005-1'],
+    ['error', '784-1990-0000006-9'],
     ['backoff', '784-1990-0000007-7'],
   ])('%s carries error_type and message and no data_dump.data', async (outcome, identifier) => {
     const { result, last } = await runToEnd(identifier);
@@ -262,18 +262,18 @@ describe('sandbox: outcome scenarios', () => {
   });
 
   it('tpa_not_configured: is_eligible null', async () => {
-    const { result } = await runToEnd('784-1990-0000008-8');
+    const { result } = await runToEnd('784-1990-0000008-5');
     expect(result?.status).toBe('tpa_not_configured');
     expect(result?.data_dump?.data?.is_eligible).toBeNull();
   });
 
   it('payer code NOCREDS: tpa_not_configured for an unlisted identifier', async () => {
-    const { result } = await runToEnd('784-1985-7654321-2', { tpa_name: 'NOCREDS' });
+    const { result } = await runToEnd('784-1985-7654321-3', { tpa_name: 'NOCREDS' });
     expect(result?.status).toBe('tpa_not_configured');
   });
 
   it('multi-card: card 2 of 3 with its card number, package and network', async () => {
-    const { result, last } = await runToEnd('784-1990-0000009-9');
+    const { result, last } = await runToEnd('784-1990-0000009-3');
     expect(result?.id).toBe(`${last.task_id}:DAMAN:card2`);
     expect(result?.data_dump?.data).toMatchObject({
       card_index: 2,
@@ -286,28 +286,28 @@ describe('sandbox: outcome scenarios', () => {
   });
 
   it('top-level FAILED with an eligibility_result to inspect', async () => {
-    const { last, result } = await runToEnd('784-1990-0000010-0');
+    const { last, result } = await runToEnd('784-1990-0000010-1');
     expect(last.status).toBe('FAILED');
     expect(result).toMatchObject({ status: 'error', error_type: 'TASK_FAILED' });
   });
 
   it('top-level CANCELLED with no result', async () => {
-    const { last } = await runToEnd('784-1990-0000011-1');
+    const { last } = await runToEnd('784-1990-0000011-9');
     expect(last.status).toBe('CANCELLED');
     expect(last.eligibility_result).toBeUndefined();
   });
 
   it('passes through an in-flight status never seen before', async () => {
-    const { statuses, result } = await runToEnd('784-1990-0000013-3');
+    const { statuses, result } = await runToEnd('784-1990-0000013-5');
     expect(statuses).toContain('VERIFYING_MEMBER');
     expect(statuses.at(-1)).toBe('PROCESS_COMPLETE');
     expect(result?.status).toBe('found');
   });
 
   it('failed the first time, found when the same identifier and payer are checked again', async () => {
-    const first = await runToEnd('784-1990-0000014-4');
+    const first = await runToEnd('784-1990-0000014-3');
     expect(first.result?.status).toBe('failed');
-    const second = await runToEnd('784-1990-0000014-4');
+    const second = await runToEnd('784-1990-0000014-3');
     expect(second.result?.status).toBe('found');
     expect(second.result?.data_dump?.data?.is_eligible).toBe(true);
   });
@@ -321,13 +321,13 @@ describe('sandbox: outcome scenarios', () => {
   });
 
   it('an unlisted identifier is found eligible', async () => {
-    const { result } = await runToEnd('784-1990-1234567-1');
+    const { result } = await runToEnd('784-1990-1234567-6');
     expect(result?.status).toBe('found');
     expect(result?.data_dump?.data?.is_eligible).toBe(true);
   });
 
   it('the slow scenario stays NAVIGATING_WEBSITE, and a cancel through control ends it as CANCELLED', async () => {
-    const taskId = await create('784-1990-0000012-2');
+    const taskId = await create('784-1990-0000012-7');
     await sleep(400);
     expect(unwrap(await client.getResult(CREDS, taskId)).status).toBe('NAVIGATING_WEBSITE');
     expect(sandbox.control.cancel(taskId)).toBe(true);
@@ -340,7 +340,7 @@ describe('sandbox: outcome scenarios', () => {
 
 describe('sandbox: signed links', () => {
   async function completedEnvelope(): Promise<Envelope> {
-    return (await runToEnd('784-1990-0000001-1')).last;
+    return (await runToEnd('784-1990-0000001-0')).last;
   }
 
   it('re-signs every link on every read, and the links serve a file', async () => {
@@ -395,7 +395,7 @@ describe('sandbox: search-all', () => {
   const searchAll = { tpa_name: 'ALL', payerName: '', is_search_all: true };
 
   it('grows aggregated_results, completes at 17 answers while the task is still in flight', async () => {
-    const taskId = await create('784-1990-0000031-1', searchAll);
+    const taskId = await create('784-1990-0000031-7', searchAll);
     const envelopes = await pollAll(taskId, {
       intervalMs: 10,
       until: (e) => e.search_all_status === 'SEARCH_ALL_COMPLETE',
@@ -420,7 +420,7 @@ describe('sandbox: search-all', () => {
   });
 
   it('none found: complete with no found entry', async () => {
-    const taskId = await create('784-1990-0000032-2', searchAll);
+    const taskId = await create('784-1990-0000032-5', searchAll);
     const last = (await pollAll(taskId, { intervalMs: 20 })).at(-1)!;
     expect(last.search_all_status).toBe('SEARCH_ALL_COMPLETE');
     expect(last.aggregated_results?.some((r) => r.status === 'found' || r.status === 'member_found')).toBe(
@@ -441,7 +441,7 @@ describe('sandbox: search-all', () => {
   });
 
   it('a single aggregator answer completes the search once the check finishes', async () => {
-    const taskId = await create('784-1990-0000035-5', searchAll);
+    const taskId = await create('784-1990-0000035-8', searchAll);
     const envelopes = await pollAll(taskId, { intervalMs: 10 });
     const oneAnswerInFlight = envelopes.find(
       (e) => e.total_tpas_checked === 1 && !isTerminalStatus(e.status),
@@ -451,7 +451,7 @@ describe('sandbox: search-all', () => {
   });
 
   it('task-status keeps the answer without the internal key and waits for 22', async () => {
-    const taskId = await create('784-1990-0000031-1', searchAll);
+    const taskId = await create('784-1990-0000031-7', searchAll);
     await pollAll(taskId, { intervalMs: 20 });
     const view = await taskStatus(taskId);
     expect(view.status).toBe('COMPLETE');
@@ -462,7 +462,7 @@ describe('sandbox: search-all', () => {
 
 describe('sandbox: task-status', () => {
   it('reports PROCESSING then COMPLETE with the parsed result at eligibility_result.data', async () => {
-    const taskId = await create('784-1990-0000001-1');
+    const taskId = await create('784-1990-0000001-0');
     const early = await taskStatus(taskId);
     expect(early.status).toBe('PROCESSING');
     await pollAll(taskId, { intervalMs: 20 });
@@ -476,7 +476,7 @@ describe('sandbox: task-status', () => {
 describe('sandbox: control and fault injection', () => {
   it('counts create-task calls and polls, and lists tasks by scenario without patient data', async () => {
     const before = sandbox.control.stats();
-    const taskId = await create('784-1990-0000003-3');
+    const taskId = await create('784-1990-0000003-6');
     await client.getResult(CREDS, taskId);
     const after = sandbox.control.stats();
     expect(after.createTask - before.createTask).toBe(1);
@@ -489,7 +489,7 @@ describe('sandbox: control and fault injection', () => {
   });
 
   it('answers polls with typed http 5xx failures at the configured rate', async () => {
-    const taskId = await create('784-1990-0000001-1');
+    const taskId = await create('784-1990-0000001-0');
     sandbox.control.setFaults({ pollErrorRate: 1 });
     try {
       const statuses: number[] = [];
@@ -525,7 +525,7 @@ describe('sandbox: control and fault injection', () => {
     try {
       const before = sandbox.control.tasks().length;
       const started = Date.now();
-      const creating = client.createTask(CREDS, taskRequest('784-1990-0000001-1'));
+      const creating = client.createTask(CREDS, taskRequest('784-1990-0000001-0'));
       await sleep(150);
       // The task exists upstream while its id is still on its way.
       expect(sandbox.control.tasks()).toHaveLength(before + 1);
@@ -542,7 +542,7 @@ describe('sandbox: control and fault injection', () => {
     const other = await startSandbox({ port: 0, timeScale: SCALE, apiKeys: [API_KEY] });
     const c = new UpstreamClient({ baseUrl: other.url });
     try {
-      unwrap(await c.createTask(CREDS, taskRequest('784-1990-0000001-1')));
+      unwrap(await c.createTask(CREDS, taskRequest('784-1990-0000001-0')));
       expect(other.control.tasks()).toHaveLength(1);
       other.control.reset();
       expect(other.control.tasks()).toHaveLength(0);
@@ -563,7 +563,7 @@ describe('sandbox: defaults and docs', () => {
       // The keys docs/sandbox.md documents (an empty list would make the loop below prove nothing).
       expect(DEFAULT_SANDBOX_API_KEYS).toEqual(['sandbox', 'sandbox-upstream-key']);
       for (const apiKey of DEFAULT_SANDBOX_API_KEYS) {
-        expect((await c.createTask({ ...CREDS, apiKey }, taskRequest('784-1990-0000001-1'))).ok).toBe(true);
+        expect((await c.createTask({ ...CREDS, apiKey }, taskRequest('784-1990-0000001-0'))).ok).toBe(true);
       }
     } finally {
       await c.close();
@@ -616,7 +616,7 @@ describe('UpstreamClient: requests and typed failures', () => {
     );
     const c = new UpstreamClient({ baseUrl: rec.url });
     try {
-      await c.createTask(CREDS, taskRequest('784-1990-0000001-1'));
+      await c.createTask(CREDS, taskRequest('784-1990-0000001-0'));
       await c.health();
       await c.getResult(CREDS, 'a/b?c d');
       expect(rec.seen[0]?.headers).toMatchObject({
@@ -707,7 +707,7 @@ describe('UpstreamClient: requests and typed failures', () => {
     );
     const c = new UpstreamClient({ baseUrl: rec.url });
     try {
-      expect(await c.createTask(CREDS, taskRequest('784-1990-0000001-1'))).toMatchObject({
+      expect(await c.createTask(CREDS, taskRequest('784-1990-0000001-0'))).toMatchObject({
         ok: false,
         error: { kind: 'invalid-body' },
       });
@@ -722,7 +722,7 @@ describe('UpstreamClient: requests and typed failures', () => {
     await closeServer(server);
     const c = new UpstreamClient({ baseUrl: url });
     try {
-      const result = await c.createTask(CREDS, taskRequest('784-1990-0000001-1'));
+      const result = await c.createTask(CREDS, taskRequest('784-1990-0000001-0'));
       expect(result).toEqual({
         ok: false,
         error: { kind: 'network', code: 'ECONNREFUSED', sentRequest: false },
@@ -741,7 +741,7 @@ describe('UpstreamClient: requests and typed failures', () => {
       const { url, server } = await tcpServer((socket) => socket.once('data', () => end(socket)));
       const c = new UpstreamClient({ baseUrl: url });
       try {
-        const result = await c.createTask(CREDS, taskRequest('784-1990-0000001-1'));
+        const result = await c.createTask(CREDS, taskRequest('784-1990-0000001-0'));
         expect(result).toMatchObject({ ok: false, error: { kind: 'network', sentRequest: true } });
         expect(JSON.stringify(result)).not.toContain(API_KEY);
       } finally {

@@ -70,7 +70,7 @@ function payersOf(cer: CoverageEligibilityResponse): string[] {
 
 describe('search-all', () => {
   it('two payers eligible: both returned, each with its own Coverage; responders recorded', async () => {
-    const res = await searchAll('784-1990-0000031-1');
+    const res = await searchAll('784-1990-0000031-7');
     expect(res.status).toBe(200);
     const cer = res.body as CoverageEligibilityResponse;
     expect(cer.outcome).toBe('complete');
@@ -89,7 +89,7 @@ describe('search-all', () => {
   });
 
   it('none eligible: complete, nothing in force, and says how many payers answered', async () => {
-    const res = await searchAll('784-1990-0000032-2');
+    const res = await searchAll('784-1990-0000032-5');
     const cer = res.body as CoverageEligibilityResponse;
     expect(cer.outcome).toBe('complete');
     expect((cer.insurance ?? []).some((i) => i.inforce === true)).toBe(false);
@@ -98,7 +98,7 @@ describe('search-all', () => {
   });
 
   it('completed by a single aggregator (rule 3)', async () => {
-    const res = await searchAll('784-1990-0000035-5');
+    const res = await searchAll('784-1990-0000035-8');
     expect(res.status).toBe(200);
     const cer = res.body as CoverageEligibilityResponse;
     expect(cer.outcome).toBe('complete');
@@ -118,7 +118,7 @@ describe('search-all', () => {
   });
 
   it('first answer found the member: complete with that payer (rule 2)', async () => {
-    const res = await searchAll('784-1990-0000034-4');
+    const res = await searchAll('784-1990-0000034-1');
     const cer = res.body as CoverageEligibilityResponse;
     expect(cer.outcome).toBe('complete');
     expect(payersOf(cer)).toHaveLength(1);
@@ -127,7 +127,7 @@ describe('search-all', () => {
   it('not complete at SEARCH_ALL_TIMEOUT_MS: stays queued with the payers so far, id kept', async () => {
     const slow = await startHarness({ timeScale: 1, searchAllTimeoutMs: 1000, pollIntervalMs: 100 });
     try {
-      const res = await searchAll('784-1990-0000031-1', slow, 'wait=2');
+      const res = await searchAll('784-1990-0000031-7', slow, 'wait=2');
       const cer = res.body as CoverageEligibilityResponse;
       expect(cer.outcome).toBe('queued');
       // The timed-out text leads, not the normal search-all in-progress text, then the count so far.
@@ -179,7 +179,7 @@ describe('search-all', () => {
     // maxInFlight 1, real time: the task ends at 1 s, the search completes at the 17th answer (3 s).
     const slow = await startHarness({ timeScale: 1, pollIntervalMs: 50, maxInFlight: 1 });
     try {
-      const res = await searchAll('784-1990-0000037-7', slow, 'respond-async');
+      const res = await searchAll('784-1990-0000037-4', slow, 'respond-async');
       expect(res.status).toBe(202);
       const status = new URL(String(res.headers['content-location'])).pathname;
       const searchId = status.split('/').pop() ?? '';
@@ -188,7 +188,7 @@ describe('search-all', () => {
         .set(slow.auth)
         .set('Prefer', 'respond-async')
         .set('Content-Type', 'application/fhir+json')
-        .send(eligibilityRequest({ emiratesId: '784-1990-5550037-1' }));
+        .send(eligibilityRequest({ emiratesId: '784-1990-5550037-7' }));
       const nextStatus = new URL(String(next.headers['content-location'])).pathname;
       // While the task runs, the single-payer check waits for the slot.
       const early = await slow.server.store.get('clinic-a', nextStatus.split('/').pop() ?? '');
@@ -222,7 +222,7 @@ describe('search-all', () => {
   it('CANCELLED mid-search: 409 and the CER is an error, not a guess', async () => {
     const slow = await startHarness({ timeScale: 1, pollIntervalMs: 100 });
     try {
-      const res = await searchAll('784-1990-0000031-1', slow, 'respond-async');
+      const res = await searchAll('784-1990-0000031-7', slow, 'respond-async');
       expect(res.status).toBe(202);
       const status = new URL(String(res.headers['content-location'])).pathname;
       await new Promise((r) => setTimeout(r, 300));

@@ -92,7 +92,7 @@ afterAll(async () => {
 });
 
 /** Submits a check with a bearer value; returns the answer. */
-function submit(bearer: string, emiratesId = '784-1990-0000001-1') {
+function submit(bearer: string, emiratesId = '784-1990-0000001-0') {
   return request(h.url)
     .post(SUBMIT)
     .set('Authorization', `Bearer ${bearer}`)
@@ -286,7 +286,7 @@ describe('the access token as a Bearer', () => {
       'system/CoverageEligibilityResponse.read',
     );
     const full = await accessToken(h.url, tokenUrl, 'engine-rs', rsKey, FULL);
-    const created = await submit(full, '784-1990-0000002-2');
+    const created = await submit(full, '784-1990-0000002-8');
     expect(created.status).toBe(200);
     const path = new URL(String(created.headers.location)).pathname;
 
@@ -400,7 +400,7 @@ describe('AuditEvent', () => {
   it('records $submit, read and search, searchable and readable by the tenant only, each one valid', async () => {
     const token = await accessToken(h.url, tokenUrl, 'engine-rs', rsKey, FULL);
     const bearer = { Authorization: `Bearer ${token}` };
-    const created = await submit(token, '784-1990-0000001-1');
+    const created = await submit(token, '784-1990-0000001-0');
     const path = new URL(String(created.headers.location)).pathname;
     const entity = path.replace('/fhir/', '');
     await request(h.url).get(path).set(bearer);
@@ -474,7 +474,7 @@ describe('AuditEvent', () => {
   it('pages the trail by next links: every event once, newest first, none lost to new ones', async () => {
     const token = await accessToken(h.url, tokenUrl, 'engine-rs', rsKey, FULL);
     const bearer = { Authorization: `Bearer ${token}` };
-    const created = await submit(token, '784-1990-0000002-1');
+    const created = await submit(token, '784-1990-0000002-8');
     const path = new URL(String(created.headers.location)).pathname;
     const entity = path.replace('/fhir/', '');
     for (let i = 0; i < 6; i += 1) await request(h.url).get(path).set(bearer);

@@ -17,7 +17,7 @@ import { until } from '../support/until.js';
 
 const SUBMIT = '/fhir/CoverageEligibilityRequest/$submit';
 const VALIDATE = '/fhir/CoverageEligibilityRequest/$validate';
-const SLOW = '784-1990-0000012-2'; // in flight for 12 s at the harness's time scale
+const SLOW = '784-1990-0000012-7'; // in flight for 12 s at the harness's time scale
 const counts = { create: 0, poll: 0 };
 let h: Harness;
 
@@ -61,13 +61,13 @@ const texts = (oo: OperationOutcome) => oo.issue.map((i) => `${i.severity}: ${i.
 
 describe('$validate', () => {
   it('a good request: one information issue', async () => {
-    const oo = await validate(eligibilityRequest({ emiratesId: '784-1987-5550001-1' }));
+    const oo = await validate(eligibilityRequest({ emiratesId: '784-1987-5550001-8' }));
     expect(oo.issue).toHaveLength(1);
     expect(oo.issue[0]).toMatchObject({ severity: 'information', code: 'informational' });
   });
 
   it('bad requests: the errors $submit gives, with the same codes and expressions', async () => {
-    const noPatientId = eligibilityRequest({ emiratesId: '784-1987-5550002-1' });
+    const noPatientId = eligibilityRequest({ emiratesId: '784-1987-5550002-6' });
     const patient = noPatientId.contained?.find((r) => r.resourceType === 'Patient') as Patient;
     delete patient.identifier;
     const bodies: unknown[] = [
@@ -90,7 +90,7 @@ describe('$validate', () => {
   });
 
   it('an unknown payer code is passed through: information', async () => {
-    const oo = await validate(eligibilityRequest({ emiratesId: '784-1987-5550003-1', payer: 'NEWPAYER' }));
+    const oo = await validate(eligibilityRequest({ emiratesId: '784-1987-5550003-4', payer: 'NEWPAYER' }));
     expect(texts(oo).join('\n')).toMatch(/information: The payer code NEWPAYER is not in/);
   });
 
@@ -115,13 +115,13 @@ describe('$validate', () => {
       openedAt: now,
     });
     try {
-      const locked = await validate(eligibilityRequest({ emiratesId: '784-1987-5550004-1', payer: 'AXA' }));
+      const locked = await validate(eligibilityRequest({ emiratesId: '784-1987-5550004-2', payer: 'AXA' }));
       expect(locked.issue[0]).toMatchObject({
         severity: 'warning',
         expression: ['CoverageEligibilityRequest.insurer'],
       });
       expect(texts(locked)[0]).toMatch(/credentials/);
-      const backoff = await validate(eligibilityRequest({ emiratesId: '784-1987-5550004-1', payer: 'NAS' }));
+      const backoff = await validate(eligibilityRequest({ emiratesId: '784-1987-5550004-2', payer: 'NAS' }));
       expect(backoff.issue[0]?.severity).toBe('warning');
       expect(texts(backoff)[0]).toContain(new Date(until).toISOString());
     } finally {
@@ -140,11 +140,11 @@ describe('$validate', () => {
         .set('Content-Type', 'application/fhir+json')
         .send(eligibilityRequest(options));
     expect((await send({ emiratesId: SLOW })).status).toBe(202);
-    expect((await send({ emiratesId: '784-1987-5550005-1' })).status).toBe(202);
+    expect((await send({ emiratesId: '784-1987-5550005-9' })).status).toBe(202);
     await until(async () =>
       (await h.server.store.countQueue('clinic-a')).inFlight === 1 ? true : undefined,
     );
-    const queued = await validate(eligibilityRequest({ emiratesId: '784-1987-5550006-1' }), true);
+    const queued = await validate(eligibilityRequest({ emiratesId: '784-1987-5550006-7' }), true);
     expect(texts(queued).join('\n')).toMatch(
       /information: 1 checks are waiting ahead of this one and 1 running .* roughly 6 minutes/,
     );
@@ -155,19 +155,19 @@ describe('$validate', () => {
       .set(h.authB)
       .set('Prefer', 'wait=10')
       .set('Content-Type', 'application/fhir+json')
-      .send(eligibilityRequest({ emiratesId: '784-1987-5550007-1' }));
+      .send(eligibilityRequest({ emiratesId: '784-1987-5550007-5' }));
     expect(done.status).toBe(200);
     const res = await request(h.url)
       .post(VALIDATE)
       .set(h.authB)
       .set('Content-Type', 'application/fhir+json')
-      .send(eligibilityRequest({ emiratesId: '784-1987-5550007-1' }));
+      .send(eligibilityRequest({ emiratesId: '784-1987-5550007-5' }));
     expectValidFhir(res.body);
     const reusable = res.body as OperationOutcome;
     expect(reusable.issue).toHaveLength(1);
     expect(texts(reusable)[0]).toContain(String(done.headers.location).split('/fhir/')[1]);
     // Not for clinic-a, whose answers these are not.
-    const other = await validate(eligibilityRequest({ emiratesId: '784-1987-5550007-1' }), true);
+    const other = await validate(eligibilityRequest({ emiratesId: '784-1987-5550007-5' }), true);
     expect(texts(other).join('\n')).not.toMatch(/recent answer/);
   });
 

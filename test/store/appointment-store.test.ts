@@ -30,13 +30,13 @@ function input(key: string | null = null): CheckInput {
       insurer: { reference: '#payer' },
       servicedPeriod: { start: new Date(T0 + 24 * HOUR).toISOString() },
     },
-    upstream: upstreamTaskRequest('784-1990-1234567-1', T0),
+    upstream: upstreamTaskRequest('784-1990-1234567-6', T0),
     payerCode: 'DAMAN',
     isSearchAll: false,
     idempotencyKey: key === null ? null : `urn:ehr|${key}`,
     requestIdentifierValue: key,
-    patientKey: 'urn:eid|784-1990-1234567-1',
-    patient: { identifier: { system: 'urn:eid', value: '784-1990-1234567-1' } },
+    patientKey: 'urn:eid|784-1990-1234567-6',
+    patient: { identifier: { system: 'urn:eid', value: '784-1990-1234567-6' } },
     insurer: { identifier: { value: 'DAMAN' }, display: 'Daman' },
   };
 }

@@ -77,13 +77,13 @@ function newCheck(spec: CheckSpec = {}): NewCheck {
     idempotencyKey: spec.idempotencyKey === undefined ? null : spec.idempotencyKey,
     payerCode: spec.payerCode ?? 'DAMAN',
     isSearchAll: false,
-    patientKey: spec.patientKey === undefined ? 'urn:eid|784-1990-1234567-1' : spec.patientKey,
+    patientKey: spec.patientKey === undefined ? 'urn:eid|784-1990-1234567-6' : spec.patientKey,
     ...(spec.patientValue === undefined ? {} : { patientValue: spec.patientValue }),
     ...(spec.requestIdentifierValue === undefined
       ? {}
       : { requestIdentifierValue: spec.requestIdentifierValue }),
     request,
-    upstreamRequest: upstreamTaskRequest('784-1990-1234567-1', now),
+    upstreamRequest: upstreamTaskRequest('784-1990-1234567-6', now),
     state: spec.state ?? 'waiting',
     upstreamTaskId: null,
     upstreamStatus: null,
@@ -833,7 +833,7 @@ describe.each([sqliteBackend(), postgresBackend()])('CheckStore on $name', (back
   it('findReusable: the newest done check of the tenant and key, answered since the time given', async () => {
     const store = await storeOn();
     const key = reuseKeyOf(newCheck());
-    expect(key).toMatch(/^DAMAN\|[A-Za-z0-9_-]{22}\|urn:eid\|784-1990-1234567-1$/);
+    expect(key).toMatch(/^DAMAN\|[A-Za-z0-9_-]{22}\|urn:eid\|784-1990-1234567-6$/);
     const [older, newer, errored, otherTenant, open] = await insertAll(store, [
       {},
       {},
@@ -858,7 +858,7 @@ describe.each([sqliteBackend(), postgresBackend()])('CheckStore on $name', (back
     expect((await store.findReusable('tenant-a', key!, T0))?.id).toBe(errored!.id);
     expect((await store.findReusable('tenant-a', key!, T0 + 400))?.outcome).toBe('error');
     expect(await store.findReusable('tenant-a', key!, T0 + 401)).toBeNull();
-    expect(await store.findReusable('tenant-a', 'NAS|OUTPATIENT|urn:eid|784-1990-1234567-1', T0)).toBeNull();
+    expect(await store.findReusable('tenant-a', 'NAS|OUTPATIENT|urn:eid|784-1990-1234567-6', T0)).toBeNull();
     expect(open!.state).toBe('waiting');
     // No patient identifier: no key.
     expect(reuseKeyOf(newCheck({ patientKey: null }))).toBeNull();

@@ -48,7 +48,7 @@ function newCheck(n: number): NewCheck {
     isSearchAll: false,
     patientKey: `urn:eid|784-${n}`,
     request,
-    upstreamRequest: upstreamTaskRequest('784-1990-1234567-1', now),
+    upstreamRequest: upstreamTaskRequest('784-1990-1234567-6', now),
     state: 'done',
     upstreamTaskId: null,
     upstreamStatus: null,

@@ -14,7 +14,7 @@ import { postgresBackend, sqliteBackend, storesOn } from '../support/store-backe
 import { upstreamTaskRequest } from '../support/requests.js';
 
 const T0 = Date.UTC(2026, 0, 1, 8, 0, 0);
-const PATIENT = 'urn:eid|784-1990-1234567-1';
+const PATIENT = 'urn:eid|784-1990-1234567-6';
 
 function newCheck(tenantId: string, patientKey = PATIENT): NewCheck {
   const id = randomUUID();
@@ -45,7 +45,7 @@ function newCheck(tenantId: string, patientKey = PATIENT): NewCheck {
       created: '2026-01-01',
       insurer: { display: 'DAMAN' },
     },
-    upstreamRequest: upstreamTaskRequest('784-1990-1234567-1', T0),
+    upstreamRequest: upstreamTaskRequest('784-1990-1234567-6', T0),
     state: 'waiting',
     upstreamTaskId: null,
     upstreamStatus: null,
@@ -126,10 +126,10 @@ describe.each([sqliteBackend(), postgresBackend()])('SubscriptionStore on $name'
     const { store } = await stores();
     const all = await subscribe(store, 'a');
     const errors = await subscribe(store, 'a', { outcome: [['error']] });
-    const patient = await subscribe(store, 'a', { patient: [['784-1990-1234567-1']] });
+    const patient = await subscribe(store, 'a', { patient: [['784-1990-1234567-6']] });
     const otherTenant = await subscribe(store, 'b');
     const c1 = await finishCheck(store, 'a', 'complete');
-    const c2 = await finishCheck(store, 'a', 'error', 'urn:eid|784-1990-7654321-1');
+    const c2 = await finishCheck(store, 'a', 'error', 'urn:eid|784-1990-7654321-6');
     const c3 = await finishCheck(store, 'a', 'error');
     const events = async (id: string) =>
       (await store.subscriptions.events(id, 1, 100)).map((e) => [e.number, e.checkId]);

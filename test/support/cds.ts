@@ -104,7 +104,7 @@ export function patient(options: PatientOptions = {}): Patient {
       {
         type: { coding: [{ system: V2_0203, code: 'NI' }] },
         system: 'http://uae.gov/fhir/identifier/emirates-id',
-        value: options.emiratesId ?? '784-1990-0000001-1',
+        value: options.emiratesId ?? '784-1990-0000001-0',
       },
     ],
     name: [{ given: ['Mariam'], family: 'Cardtest' }],

@@ -76,6 +76,8 @@ export interface HarnessOptions {
   /** SESSION_IDLE_MINUTES, SESSION_MAX_HOURS (defaults 15, 12). */
   sessionIdleMinutes?: number;
   sessionMaxHours?: number;
+  /** Tenants that let a wrong Emirates ID check digit through with a warning. */
+  emiratesIdCheckDigit?: { a?: 'warn'; b?: 'warn' };
 }
 
 export interface Harness {
@@ -113,6 +115,7 @@ export function testConfig(upstreamUrl: string, options: HarnessOptions = {}): C
         ...(options.cdsClients?.a ? { cdsClients: options.cdsClients.a } : {}),
         ...(options.oidc?.a ? { oidc: options.oidc.a } : {}),
         ...(options.smartLaunch?.a ? { smartLaunch: options.smartLaunch.a } : {}),
+        ...(options.emiratesIdCheckDigit?.a ? { emiratesIdCheckDigit: options.emiratesIdCheckDigit.a } : {}),
       },
       {
         ...tenant('clinic-b', TENANT_B_KEY, options.maxInFlight ?? 3, options.reuseWindowMinutes ?? 0),
@@ -120,6 +123,7 @@ export function testConfig(upstreamUrl: string, options: HarnessOptions = {}): C
         ...(options.cdsClients?.b ? { cdsClients: options.cdsClients.b } : {}),
         ...(options.oidc?.b ? { oidc: options.oidc.b } : {}),
         ...(options.smartLaunch?.b ? { smartLaunch: options.smartLaunch.b } : {}),
+        ...(options.emiratesIdCheckDigit?.b ? { emiratesIdCheckDigit: options.emiratesIdCheckDigit.b } : {}),
       },
     ].map((t) =>
       options.subscriptionEndpoints ? { ...t, subscriptionEndpoints: options.subscriptionEndpoints } : t,

@@ -70,7 +70,7 @@ const NASTY_STRINGS = [
   'مرحبا',
   '<script>alert(1)</script>',
   '"quoted"\\',
-  '784-1990-1234567-1',
+  '784-1990-1234567-6',
   '__proto__',
   'constructor',
   '%s%n',

@@ -16,6 +16,7 @@ import type { ServiceProcess } from './process.js';
 import { logSummary, spawnService, tenantAuth, writeTenantsFile } from './process.js';
 import { eligibilityRequest } from './requests.js';
 import { until } from './until.js';
+import { emiratesId } from './emirates-id.js';
 
 const SUBMIT = '/fhir/CoverageEligibilityRequest/$submit';
 
@@ -445,7 +446,7 @@ export function answerProblems(answers: readonly Answer[], readyDownFrom?: numbe
 
 /** An Emirates ID per check, of the sandbox's default found-eligible scenario. */
 export function drillEmiratesId(n: number): string {
-  return `784-1990-${String(2_000_000 + n).padStart(7, '0')}-1`;
+  return emiratesId(1990, 2_000_000 + n);
 }
 
 /** A private PostgreSQL as an outage store: stopped with `pg_ctl stop -m <mode>`, started again. */

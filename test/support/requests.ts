@@ -32,7 +32,7 @@ export function eligibilityRequest(options: RequestOptions = {}): CoverageEligib
     : {
         type: { coding: [{ system: V2_0203, code: 'NI' }] },
         system: 'http://uae.gov/fhir/identifier/emirates-id',
-        value: options.emiratesId ?? '784-1990-1234567-1',
+        value: options.emiratesId ?? '784-1990-1234567-6',
       };
   const patient: Patient = {
     resourceType: 'Patient',

@@ -39,9 +39,9 @@ describe('card text', () => {
   });
 
   it('hides identifiers, phone numbers and birth dates however they are written', () => {
-    const scrub = scrubberOf(['784-1990-0001234-4', '+971509998877', '1979-03-14', '4410-9999-0000777']);
+    const scrub = scrubberOf(['784-1990-0001234-6', '+971509998877', '1979-03-14', '4410-9999-0000777']);
     const text = scrub(
-      'ids 784-1990-0001234-4, 784199000012344, 784 1990 0001234 4; phone +971 50 999 8877 or 050 999 8877; born 1979/03/14; card 4410 9999 0000777; another 784-2000-1234567-8',
+      'ids 784-1990-0001234-6, 784199000012346, 784 1990 0001234 4; phone +971 50 999 8877 or 050 999 8877; born 1979/03/14; card 4410 9999 0000777; another 784-2000-1234567-2',
     );
     for (const secret of ['0001234', '999 8877', '1979', '0000777', '1234567'])
       expect(text).not.toContain(secret);

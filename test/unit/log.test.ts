@@ -11,8 +11,8 @@ function capture(level = 'debug') {
 
 describe('log redaction', () => {
   it.each([
-    ['an Emirates ID with dashes', 'member 784-1990-1234567-1 not found'],
-    ['an Emirates ID without dashes', 'id=784199012345671'],
+    ['an Emirates ID with dashes', 'member 784-1990-1234567-6 not found'],
+    ['an Emirates ID without dashes', 'id=784199012345676'],
     ['a phone number', 'call +971 50 123 4567'],
     ['a card number', 'card 1234567890123456'],
     ['a date of birth', 'dob 1990-01-31'],
@@ -34,7 +34,7 @@ describe('log redaction', () => {
   it('keeps request, check and task ids (UUIDs) whole', () => {
     const id = '046bbaa3-80a1-4234-9876-e0ff793312eb';
     expect(scrubString(id)).toBe(id);
-    expect(scrubString(`${id} 784-1990-1234567-1`)).toContain('[redacted]');
+    expect(scrubString(`${id} 784-1990-1234567-6`)).toContain('[redacted]');
   });
 
   it('keeps ISO timestamps, addresses, versions and short numbers readable', () => {
@@ -50,7 +50,7 @@ describe('log redaction', () => {
 
   it('replaces values under patient-data and secret keys at any depth', () => {
     const out = redact({
-      request_dump: { emirates_id: '784-1990-1234567-1' },
+      request_dump: { emirates_id: '784-1990-1234567-6' },
       nested: { patient: { name: 'Aisha Khan', phone: '0501234567', dob: '1990-01-01' } },
       headers: { 'x-api-key': 'k', authorization: 'Bearer t' },
       card_number: 'C-77',
@@ -70,12 +70,12 @@ describe('log redaction', () => {
     const { logger, lines } = capture();
     logger.debug('upstream said upstream-key-Zq81 was wrong for Aisha', {
       name: 'Aisha Khan',
-      body: '{"emirates_id":"784-1990-1234567-1"}',
+      body: '{"emirates_id":"784-1990-1234567-6"}',
       error: new Error('card 1234567890123456 refused'),
     });
     const text = lines.join('\n');
     expect(lines).toHaveLength(1);
-    for (const secret of ['upstream-key-Zq81', 'Aisha Khan', '784-1990-1234567-1', '1234567890123456']) {
+    for (const secret of ['upstream-key-Zq81', 'Aisha Khan', '784-1990-1234567-6', '1234567890123456']) {
       expect(text).not.toContain(secret);
     }
     expect(JSON.parse(lines[0]!)).toMatchObject({ level: 'debug' });

@@ -34,7 +34,7 @@ function patient(overrides: Partial<Patient> = {}): Patient {
   return {
     resourceType: 'Patient',
     id: 'pat',
-    identifier: [{ type: type('NI'), system: EID_SYSTEM, value: '784-1990-1234567-1' }],
+    identifier: [{ type: type('NI'), system: EID_SYSTEM, value: '784-1990-1234567-6' }],
     name: [{ given: ['Aisha'], family: 'Testpatient' }],
     birthDate: '1988-04-12',
     telecom: [{ system: 'phone', value: '+971501112233' }],
@@ -164,7 +164,7 @@ describe('parseSubmit: the three input shapes and every reference kind', () => {
       body: () =>
         request({
           contained: [doctor()],
-          patient: { identifier: { type: type('NI'), system: EID_SYSTEM, value: '784199012345671' } },
+          patient: { identifier: { type: type('NI'), system: EID_SYSTEM, value: '784199012345676' } },
           insurer: { identifier: { system: PAYER_SYSTEM, value: 'DAMAN' } },
         }),
       logical: true,
@@ -186,7 +186,7 @@ describe('parseSubmit: the three input shapes and every reference kind', () => {
   it.each(cases)('maps $name to the upstream request', async ({ body, opts, patientRef, logical }) => {
     const input = await parseSubmit(body(), opts?.() ?? options);
     expect(input.upstream).toEqual({
-      emirates_id: '784-1990-1234567-1',
+      emirates_id: '784-1990-1234567-6',
       id_type: 'EMIRATESID',
       phone: logical ? '' : '+971501112233',
       practice_id: 'P-001',
@@ -203,14 +203,14 @@ describe('parseSubmit: the three input shapes and every reference kind', () => {
     expect(input.payerCode).toBe('DAMAN');
     expect(input.isSearchAll).toBe(false);
     expect(input.idempotencyKey).toBe('urn:example:ehr:eligibility|visit-0001');
-    expect(input.patientKey).toBe(`${EID_SYSTEM}|784-1990-1234567-1`);
+    expect(input.patientKey).toBe(`${EID_SYSTEM}|784-1990-1234567-6`);
     expect(input.insurer).toEqual({
       identifier: { system: PAYER_SYSTEM, value: 'DAMAN' },
       display: 'Daman - National Health Insurance Company',
     });
     expect(input.patient).toEqual({
       ...(patientRef ? { reference: patientRef } : {}),
-      identifier: { type: type('NI'), system: EID_SYSTEM, value: '784-1990-1234567-1' },
+      identifier: { type: type('NI'), system: EID_SYSTEM, value: '784-1990-1234567-6' },
     });
     expect(input.request.id).toBeUndefined();
     expect(input.request.meta).toBeUndefined();
@@ -225,11 +225,11 @@ describe('parseSubmit: the three input shapes and every reference kind', () => {
 
   it('uses only the identifier (and its display as name) for a logical patient', async () => {
     const { upstream } = await parseSubmit(
-      request({ patient: { identifier: { type: type('NI'), value: '784199012345671' }, display: 'A. T.' } }),
+      request({ patient: { identifier: { type: type('NI'), value: '784199012345676' }, display: 'A. T.' } }),
       options,
     );
     expect(upstream).toMatchObject({
-      emirates_id: '784-1990-1234567-1',
+      emirates_id: '784-1990-1234567-6',
       name: 'A. T.',
       phone: '',
       dob: null,
@@ -306,13 +306,13 @@ describe('parseSubmit: the three input shapes and every reference kind', () => {
   it('falls back to the identifier of a literal reference when no EHR server is configured', async () => {
     const input = await parseSubmit(
       request({
-        patient: { reference: 'Patient/77', identifier: { type: type('NI'), value: '784199012345671' } },
+        patient: { reference: 'Patient/77', identifier: { type: type('NI'), value: '784199012345676' } },
       }),
       options,
     );
-    expect(input.upstream.emirates_id).toBe('784-1990-1234567-1');
-    expect(input.patient).toEqual({ identifier: { type: type('NI'), value: '784-1990-1234567-1' } });
-    expect(input.patientKey).toBe('|784-1990-1234567-1');
+    expect(input.upstream.emirates_id).toBe('784-1990-1234567-6');
+    expect(input.patient).toEqual({ identifier: { type: type('NI'), value: '784-1990-1234567-6' } });
+    expect(input.patientKey).toBe('|784-1990-1234567-6');
   });
 
   it('resolves a PractitionerRole provider to its contained practitioner', async () => {
@@ -588,10 +588,10 @@ describe('parseSubmit: 422 for valid FHIR that lacks what a check needs', () => 
 
 describe('parseSubmit: patient identifiers', () => {
   it.each([
-    ['784199012345671', '784-1990-1234567-1'],
-    ['784-1990-1234567-1', '784-1990-1234567-1'],
-    [' 784 1990 1234567 1 ', '784-1990-1234567-1'],
-    ['78419901234567-1', '784-1990-1234567-1'],
+    ['784199012345676', '784-1990-1234567-6'],
+    ['784-1990-1234567-6', '784-1990-1234567-6'],
+    [' 784 1990 1234567 6 ', '784-1990-1234567-6'],
+    ['78419901234567-6', '784-1990-1234567-6'],
     ['78419901234567', null],
     ['7841990123456712', null],
     ['123-1990-1234567-1', null],
@@ -602,23 +602,23 @@ describe('parseSubmit: patient identifiers', () => {
 
   it('recognises an Emirates ID by its system when it has no type', async () => {
     const body = request({
-      contained: [patient({ identifier: [{ system: EID_SYSTEM, value: '784199012345671' }] }), payer()],
+      contained: [patient({ identifier: [{ system: EID_SYSTEM, value: '784199012345676' }] }), payer()],
       provider: undefined,
     });
     const { upstream } = await parseSubmit(body, options);
-    expect(upstream).toMatchObject({ emirates_id: '784-1990-1234567-1', id_type: 'EMIRATESID' });
+    expect(upstream).toMatchObject({ emirates_id: '784-1990-1234567-6', id_type: 'EMIRATESID' });
   });
 
   it('prefers the Emirates ID (NI) over a member card (MB)', async () => {
     const identifier = [
       { type: type('MB'), value: 'CARD-1' },
-      { type: type('NI'), value: '784199012345671' },
+      { type: type('NI'), value: '784199012345676' },
     ];
     const { upstream } = await parseSubmit(
       request({ contained: [patient({ identifier }), payer(), doctor()] }),
       options,
     );
-    expect(upstream).toMatchObject({ emirates_id: '784-1990-1234567-1', id_type: 'EMIRATESID' });
+    expect(upstream).toMatchObject({ emirates_id: '784-1990-1234567-6', id_type: 'EMIRATESID' });
   });
 
   it('checks by card number (CARDNUMBER) when the patient has only a member card', async () => {

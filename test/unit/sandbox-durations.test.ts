@@ -42,7 +42,7 @@ describe('sandbox durations', () => {
 
   it('a task with drawn durations moves through them, times timeScale; without, the fixed timeline', () => {
     const request = {
-      emirates_id: '784-1990-1234567-1',
+      emirates_id: '784-1990-1234567-6',
       id_type: 'EMIRATESID',
       tpa_name: 'AXA',
       name: 'x',

@@ -9,7 +9,13 @@ import { unprocessable } from '../../fhir/outcomes.js';
 import type { UpstreamTaskRequest } from '../../upstream/contract.js';
 import type { CheckInput } from '../types.js';
 import { normalizeRequest } from './normalize.js';
-import { demographics, patientIdentity, patientReference } from './patient.js';
+import {
+  demographics,
+  EMIRATES_ID_WARNING_TEXT,
+  patientIdentity,
+  patientReference,
+  type CheckDigitRule,
+} from './patient.js';
 import { payerOf, SEARCH_ALL_PAYER } from './payer.js';
 import { doctorOf, userIdOf } from './practitioner.js';
 import { resolveReference, type ResolutionContext, type Scope, type Target } from './references.js';
@@ -26,6 +32,8 @@ export interface ParseSubmitOptions {
   resolver?: ReferenceResolver;
   /** Caller's user, used for user_id when the request has no enterer. */
   userId?: string;
+  /** The tenant's rule for an Emirates ID whose check digit does not add up; default `refuse`. */
+  checkDigit?: CheckDigitRule;
 }
 
 /** Parses and checks a $submit body. Throws OperationOutcomeError: 400 for non-FHIR / not a request, 422 for what a check lacks. */
@@ -61,6 +69,7 @@ export async function parseSubmit(body: unknown, options: ParseSubmitOptions): P
     patient,
     coverages,
     patient.kind === 'resource' ? `${patient.path}.identifier` : patient.path,
+    options.checkDigit,
   );
   const person = demographics(patient);
 
@@ -126,6 +135,18 @@ export async function parseSubmit(body: unknown, options: ParseSubmitOptions): P
     requestIdentifierValue: idempotencyKeyOf(request) === null ? null : list(request.identifier)[0]!.value!,
     patient: patientReference(patient, identity),
     insurer: payer.reference,
+    ...(identity.checkDigitWarningAt
+      ? {
+          warnings: [
+            {
+              severity: 'warning',
+              code: 'value',
+              details: { text: EMIRATES_ID_WARNING_TEXT },
+              expression: [identity.checkDigitWarningAt],
+            },
+          ],
+        }
+      : {}),
   };
 }
 

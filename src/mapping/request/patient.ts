@@ -19,6 +19,8 @@ export interface PatientIdentity {
   identifier: Identifier;
   /** `system|value`, `|value` when the identifier had no system. */
   key: string;
+  /** Where the Emirates ID is whose check digit failed and was let through (rule `warn`). */
+  checkDigitWarningAt?: string;
 }
 
 export interface Demographics {
@@ -34,16 +36,90 @@ export function normalizeEmiratesId(raw: string): string | null {
   return `${digits.slice(0, 3)}-${digits.slice(3, 7)}-${digits.slice(7, 14)}-${digits.slice(14)}`;
 }
 
+/**
+ * The Luhn check digit of the first 14 digits of an Emirates ID: its 15th digit. Every public
+ * validator of the UAE ID number uses it (docs/request-mapping.md, "The Emirates ID's check digit").
+ */
+export function emiratesIdCheckDigit(first14: string): number {
+  let sum = 0;
+  for (let i = 0; i < 14; i += 1) {
+    // From the right: the digit next to the check digit is doubled, then every second one.
+    let digit = first14.charCodeAt(13 - i) - 48;
+    if (i % 2 === 0) {
+      digit *= 2;
+      if (digit > 9) digit -= 9;
+    }
+    sum += digit;
+  }
+  return (10 - (sum % 10)) % 10;
+}
+
+/**
+ * eClaimLink's placeholders for a person without an Emirates ID (a newborn, a visitor): never a
+ * member a portal can find, so a check on one is a wasted portal session.
+ */
+const PLACEHOLDERS = new Set(['000000000000000', '111111111111111', '222222222222222', '999999999999999']);
+
+/** What is wrong with an Emirates ID that has the right shape, if anything. */
+export type EmiratesIdProblem = 'placeholder' | 'check-digit';
+
+/**
+ * The typo guard (docs/request-mapping.md): a placeholder, or a 15th digit that is not the Luhn
+ * check digit of the first 14; null when neither. Dashes and spaces are ignored; a value of
+ * another shape is null here (normalizeEmiratesId says that). The year digits are never compared
+ * with the birth date: they need not match it.
+ */
+export function emiratesIdProblem(raw: string): EmiratesIdProblem | null {
+  const digits = raw.replace(/[\s-]/g, '');
+  if (PLACEHOLDERS.has(digits)) return 'placeholder';
+  if (!/^784\d{12}$/.test(digits)) return null;
+  return emiratesIdCheckDigit(digits) === digits.charCodeAt(14) - 48 ? null : 'check-digit';
+}
+
+/** What a person reads for each problem: what to do about it. The value itself is never repeated. */
+export const EMIRATES_ID_PROBLEM_TEXT: Readonly<Record<EmiratesIdProblem, string>> = {
+  'check-digit':
+    "The Emirates ID does not add up: its last digit is not the check digit of the other 14, so one digit is probably mistyped. Re-type it from the patient's Emirates ID card; no portal session was started.",
+  placeholder:
+    'The Emirates ID is a placeholder for a person without one (000-, 111-, 222- or 999-...): no payer portal can find a member by it. Check with the insurance card number instead; no portal session was started.',
+};
+
+/** The same problem, when a tenant lets the check go ahead ("emiratesIdCheckDigit": "warn"). */
+export const EMIRATES_ID_WARNING_TEXT =
+  "The Emirates ID's last digit is not the check digit of the other 14: one digit may be mistyped. The check went ahead because this clinic accepts such identifiers; if the payer does not find the member, re-type it from the patient's Emirates ID card.";
+
+/** How a tenant treats a wrong check digit: refuse before any upstream call (default) or warn. */
+export type CheckDigitRule = 'refuse' | 'warn';
+
+/**
+ * The warning a check's answers carry when its Emirates ID failed the check digit and went ahead
+ * (a tenant with the rule `warn`): read off the patient reference the CER carries, so every
+ * answer of the check (read, search, batch, async, notification) says it without storing it twice.
+ */
+export function checkDigitWarning(patient: Reference | undefined): string | undefined {
+  const identifier = patient?.identifier;
+  if (!identifier?.value || identifierKind(identifier) !== 'emirates-id') return undefined;
+  return emiratesIdProblem(identifier.value) === 'check-digit' ? EMIRATES_ID_WARNING_TEXT : undefined;
+}
+
 interface Candidate {
   identifier: Identifier;
   path: string;
 }
 
-/** The identifier the check runs on; 422 when there is none or an Emirates ID is malformed. */
-export function patientIdentity(patient: Target, coverages: Target[], missingPath: string): PatientIdentity {
+/**
+ * The identifier the check runs on; 422 when there is none, or an Emirates ID is malformed, a
+ * placeholder, or (with the rule `refuse`) fails its check digit.
+ */
+export function patientIdentity(
+  patient: Target,
+  coverages: Target[],
+  missingPath: string,
+  rule: CheckDigitRule = 'refuse',
+): PatientIdentity {
   const own = candidatesOf(patient);
   const emiratesId = own.find((c) => identifierKind(c.identifier) === 'emirates-id');
-  if (emiratesId) return fromEmiratesId(emiratesId);
+  if (emiratesId) return fromEmiratesId(emiratesId, rule);
   const card = own.find((c) => identifierKind(c.identifier) === 'card-number');
   const ownCard = card && fromCard(card.identifier.value ?? '', card.identifier.system);
   if (ownCard) return ownCard;
@@ -66,8 +142,13 @@ function candidatesOf(target: Target): Candidate[] {
   }));
 }
 
-function fromEmiratesId({ identifier, path }: Candidate): PatientIdentity {
-  const value = normalizeEmiratesId(identifier.value ?? '');
+function fromEmiratesId({ identifier, path }: Candidate, rule: CheckDigitRule): PatientIdentity {
+  const raw = identifier.value ?? '';
+  const problem = emiratesIdProblem(raw);
+  // A placeholder is refused whatever the tenant's rule: it never names a member.
+  if (problem === 'placeholder' || (problem === 'check-digit' && rule === 'refuse'))
+    throw unprocessable(EMIRATES_ID_PROBLEM_TEXT[problem], path, 'value');
+  const value = normalizeEmiratesId(raw);
   if (!value)
     throw unprocessable(
       // The value is patient data: the expression names it, the text never repeats it.
@@ -75,7 +156,8 @@ function fromEmiratesId({ identifier, path }: Candidate): PatientIdentity {
       path,
       'value',
     );
-  return build('emirates-id', value, identifier.system, 'NI');
+  const identity = build('emirates-id', value, identifier.system, 'NI');
+  return problem === 'check-digit' ? { ...identity, checkDigitWarningAt: path } : identity;
 }
 
 function fromCard(raw: string, system: string | undefined): PatientIdentity | undefined {

@@ -16,6 +16,7 @@ import { OUTCOME_SYSTEM, complexExtension, fhirText, stringPart } from './codes.
 import { messageTypeOf } from './extensions.js';
 import { narrativeOf } from './narrative.js';
 import { upstreamError } from './outcome-rules.js';
+import { checkDigitWarning } from '../request/patient.js';
 
 export type CerOutcome = CoverageEligibilityResponse['outcome'];
 type Purpose = CoverageEligibilityResponse['purpose'][number];
@@ -70,7 +71,9 @@ export function baseCer(
   disposition: string | undefined,
   extra: Pick<CoverageEligibilityResponse, 'extension' | 'contained' | 'insurance' | 'error'> = {},
 ): CoverageEligibilityResponse {
-  const text = fhirText(disposition);
+  // A check let through with a wrong check digit says so in every answer (docs/request-mapping.md).
+  const warning = checkDigitWarning(ctx.patient);
+  const text = warning ? dispositionOf([disposition, warning]) : fhirText(disposition);
   // Key order follows the R4 element order, for readers of the JSON.
   const cer: CoverageEligibilityResponse = {
     resourceType: 'CoverageEligibilityResponse',

@@ -20,7 +20,7 @@ import type {
 import { CANONICAL_BASE } from '../../fhir/canonical.js';
 import { parseSubmit } from '../../mapping/request/parse-submit.js';
 import { visitTypeOf } from '../../mapping/request/tables.js';
-import { patientIdentity } from '../../mapping/request/patient.js';
+import { patientIdentity, type CheckDigitRule } from '../../mapping/request/patient.js';
 import { payerOf } from '../../mapping/request/payer.js';
 import { resolveReference, type ResolutionContext, type Target } from '../../mapping/request/references.js';
 import type { CheckInput } from '../../mapping/types.js';
@@ -53,6 +53,8 @@ export interface HookCheck {
 
 export interface ParseOptions {
   practiceId: string;
+  /** The tenant's rule for an Emirates ID whose check digit does not add up. */
+  checkDigit: CheckDigitRule;
   now: number;
   fhirServer?: string;
   appointment?: Appointment & { start: string };
@@ -79,6 +81,7 @@ export function coverageParser(
   const parseOptions = {
     practiceId: options.practiceId,
     now: new Date(options.now),
+    checkDigit: options.checkDigit,
     ...(data.resolver ? { resolver: data.resolver } : {}),
   };
   return (index, identifierValue) => {
@@ -273,6 +276,8 @@ export async function lookupKeys(data: PatientData, fhirServer: string | undefin
       { kind: 'resource', resource: data.patient, path: 'prefetch.patient', via: 'bundle' },
       coverageTargets,
       'prefetch.patient.identifier',
+      // Only a look-up of the patient's answers, which starts nothing: a mistyped ID finds none.
+      'warn',
     );
     patient = { system: identity.identifier.system ?? '', value: identity.value };
   } catch {

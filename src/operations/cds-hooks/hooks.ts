@@ -72,6 +72,7 @@ export async function appointmentBook(
   for (const booked of appointments) {
     const checks = await checkInputs(data, {
       practiceId: caller.tenant.practiceId,
+      checkDigit: caller.tenant.emiratesIdCheckDigit ?? 'refuse',
       now: deps.now(),
       ...(request.fhirServer ? { fhirServer: request.fhirServer } : {}),
       appointment: booked.appointment,
@@ -108,6 +109,7 @@ export async function patientView(
   const history = await patientHistory(deps.checks, caller.tenant, keys.patient);
   const parse = coverageParser(data, {
     practiceId: caller.tenant.practiceId,
+    checkDigit: caller.tenant.emiratesIdCheckDigit ?? 'refuse',
     now: deps.now(),
     ...(request.fhirServer ? { fhirServer: request.fhirServer } : {}),
   });
