@@ -40,6 +40,8 @@ export function showLaunch(context, { check, open, payerShown }) {
   }
   launchVisit = context.visitStart;
   $('visit-date').value = localDay(context.visitStart);
+  // The date field only where the EHR gave a visit: the desk's keyboard path is unchanged otherwise.
+  $('visit-date-field').hidden = !context.visitStart;
   const latest = context.latest;
   const summary = latest
     ? ['Last checked ', el('time', { datetime: latest.checkedAt, text: when(latest.checkedAt) }), '.']

@@ -153,6 +153,7 @@ function signOut() {
   }
   $('signed-in-as').hidden = true;
   $('launch').hidden = true;
+  $('visit-date-field').hidden = true;
   session.key = null;
   stopPolling();
   $('workspace').hidden = true;
@@ -250,7 +251,7 @@ function formCheck() {
     payerCode,
     payerName: payerNames.get(payerCode) ?? payerCode,
     visitType: $('visit-type').value,
-    visitDay: $('visit-date').value,
+    visitDay: $('visit-date-field').hidden ? '' : $('visit-date').value,
   };
 }
 
