@@ -196,6 +196,25 @@ describe('EHR launch (confidential client, private_key_jwt)', () => {
     expect(Date.parse(context.body.latest.checkedAt)).toBeGreaterThan(Date.now() - 60_000);
   });
 
+  it('keeps the EHR token in the session row only, and drops it with the session at logout', async () => {
+    const flow = await followLaunch(
+      launchUrl(fhirA.fhirBase, ehrA.newLaunch()),
+      `${base}/app/launch/callback`,
+    );
+    const cookie = String(flow.sessionCookie);
+    const idHash = createHash('sha256').update(cookie.slice('eligibility_session='.length)).digest('hex');
+    const row = await h.server.store.sessions.getSession(idHash);
+    const kept = (row?.data.smart as { accessToken?: string } | undefined)?.accessToken;
+    expect(kept).toBeDefined();
+    expect(ehrA.issued).toContain(kept);
+    const csrf = (await request(h.url).get('/app/api/session').set('Cookie', cookie)).body
+      .csrfToken as string;
+    const out = await request(h.url).post('/app/logout').set('Cookie', cookie).set('X-CSRF-Token', csrf);
+    expect(out.status).toBeLessThan(400);
+    expect(await h.server.store.sessions.getSession(idHash)).toBeNull();
+    expect((await launchContext(cookie)).status).toBe(401);
+  });
+
   it('refuses a replayed callback (state is single use): no second session', async () => {
     const flow = await followLaunch(
       launchUrl(fhirA.fhirBase, ehrA.newLaunch()),
