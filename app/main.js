@@ -160,7 +160,7 @@ function signOut() {
   $('sign-out').hidden = true;
   $('sign-in').hidden = false;
   $('result').hidden = true;
-  $('progress').textContent = '';
+  progress('');
   $('api-key').value = '';
   $('api-key').focus();
 }
@@ -188,12 +188,15 @@ function tabKeys(event) {
 // ---------------------------------------------------------------- a check
 
 let polling = null;
+/** When the check followed was sent, or first seen waiting (its progress counts from then). */
+let sentAt = 0;
 let lastCheck = null;
 let shownId = null;
 
 function stopPolling() {
   if (polling) clearTimeout(polling.timer);
   polling = null;
+  sentAt = 0;
 }
 
 function requestBody({ patientId, patientName, payerCode, payerName, visitType, visitDay }) {
@@ -230,8 +233,29 @@ function requestBody({ patientId, patientName, payerCode, payerName, visitType, 
   };
 }
 
-function progress(text) {
-  $('progress').textContent = text;
+/** The running check's elapsed-seconds timer (progress while it waits). */
+let ticking = null;
+
+/**
+ * The status line (role="status"). `since` (epoch ms): a check is waiting for its answer since
+ * then; the text says so and a seconds counter beside it moves every second (hidden from screen
+ * readers, which hear the text once), from the moment the check is sent until its answer.
+ */
+function progress(text, since) {
+  if (ticking) clearTimeout(ticking);
+  ticking = null;
+  const status = $('progress');
+  if (since === undefined) {
+    status.textContent = text;
+    return;
+  }
+  const seconds = el('span', { class: 'elapsed', 'aria-hidden': 'true' });
+  const tick = () => {
+    seconds.textContent = ` (${Math.max(0, Math.round((Date.now() - since) / 1000))} s)`;
+    ticking = setTimeout(tick, 1000);
+  };
+  status.replaceChildren(el('span', { class: 'spinner', 'aria-hidden': 'true' }), text, seconds);
+  tick();
 }
 
 /** Sends the form's check; `fresh`: a new portal session (Check again). */
@@ -259,7 +283,8 @@ function formCheck() {
 async function runCheck(check, { fresh = false } = {}) {
   stopPolling();
   $('result').hidden = true;
-  progress('Sending the check to the payer portal…');
+  sentAt = Date.now();
+  progress(`Checking eligibility at ${check.payerName}: sent to the payer portal…`, sentAt);
   const answer = await call('/fhir/CoverageEligibilityRequest/$submit', {
     method: 'POST',
     body: requestBody(check),
@@ -283,11 +308,13 @@ async function runCheck(check, { fresh = false } = {}) {
 
 function show(cer, etag, path) {
   if (cer.outcome === 'queued') {
-    progress(`${outcomeWords(cer)}. This page updates by itself.`);
+    sentAt ||= Date.now();
+    progress(`${outcomeWords(cer)}. This page updates by itself.`, sentAt);
     polling = { path, etag, timer: setTimeout(() => void follow(path, etag), POLL_MS) };
     return;
   }
   // Said once on screen (the result's headline); a screen reader hears it here too.
+  progress('');
   $('progress').replaceChildren(
     'Done: the answer is below.',
     el('span', { class: 'visually-hidden', text: ` ${outcomeWords(cer)}.` }),
@@ -444,6 +471,7 @@ async function loadRecent() {
       .filter((r) => r.resourceType === 'CoverageEligibilityRequest')
       .map((r) => [`CoverageEligibilityRequest/${r.id}`, r]),
   );
+  const who = await whoseChecks(cers, requests);
   $('recent-note').textContent = cers.length === 0 ? 'No checks match.' : '';
   list.replaceChildren(
     ...cers.map((cer) =>
@@ -452,7 +480,7 @@ async function loadRecent() {
         {},
         badge(cer),
         ' ',
-        bdi(patientNameOf(requests.get(cer.request?.reference))),
+        bdi(who.get(cer.id) ?? ''),
         ' ',
         bdi(cer.insurer?.display ?? cer.insurer?.identifier?.value ?? ''),
         ' ',
@@ -466,6 +494,29 @@ async function loadRecent() {
       ),
     ),
   );
+}
+
+/**
+ * Whose check each row is: the patient's name typed for it; for a check made without one, the
+ * policy holder's name the payer portal returned, else the identifier masked to its last digits
+ * (from /app/api/recent-names: the full identifier is never shown in the list).
+ */
+async function whoseChecks(cers, requests) {
+  const who = new Map();
+  const unnamed = [];
+  for (const cer of cers) {
+    const name = patientNameOf(requests.get(cer.request?.reference));
+    if (name) who.set(cer.id, name);
+    else if (cer.id) unnamed.push(cer.id);
+  }
+  if (unnamed.length === 0) return who;
+  const params = new URLSearchParams(unnamed.map((id) => ['id', id]));
+  const found = await call(`/app/api/recent-names?${params}`);
+  for (const { id, text, source } of found.status === 200 ? found.json.names : []) {
+    who.set(id, source === 'portal' ? `${text} (policy holder)` : text);
+  }
+  for (const id of unnamed) if (!who.has(id)) who.set(id, 'Patient not named');
+  return who;
 }
 
 /** The patient's name in a stored request (its contained Patient), or ''. */

@@ -276,17 +276,24 @@ const money = (value) => Number(value).toFixed(2);
 
 /**
  * What a ClaimResponse of $estimate says to the desk: the copay total (what the patient pays),
- * the sentence of each item (its first processNote: the visit summary's sentence), and the other
- * notes (every assumption behind the figure).
+ * the sentence of each item (its first processNote: the visit summary's sentence), the notes of
+ * the whole answer (which items the totals leave out), and the other notes (every assumption
+ * behind the figure).
  */
 function shareOf(claimResponse) {
   const isCopay = (t) => t.category?.coding?.some((c) => c.code === 'copay');
   const total = (claimResponse.total ?? []).find(isCopay)?.amount;
   const notes = new Map((claimResponse.processNote ?? []).map((n) => [n.number, n.text]));
-  const firsts = (claimResponse.item ?? []).map((item) => item.noteNumber?.[0]);
+  const items = claimResponse.item ?? [];
+  const firsts = items.map((item) => item.noteNumber?.[0]);
+  const ofItems = new Set(items.flatMap((item) => item.noteNumber ?? []));
   const sentences = firsts.map((n) => notes.get(n)).filter(Boolean);
-  const assumptions = [...notes].filter(([n]) => !firsts.includes(n)).map(([, text]) => text);
-  return { total, sentences, assumptions };
+  const assumptions = [...notes]
+    .filter(([n]) => ofItems.has(n) && !firsts.includes(n))
+    .map(([, text]) => text);
+  const whole = [...notes].filter(([n]) => !ofItems.has(n)).map(([, text]) => text);
+  const uncounted = items.filter((item) => !(item.adjudication ?? []).some(isCopay)).length;
+  return { total, sentences, assumptions, whole, partial: uncounted > 0 && uncounted < items.length };
 }
 
 /** Asks $estimate for the fee and shows `Collect AED <amount>` with the sentences behind it. */
@@ -313,16 +320,20 @@ export async function estimate(cerId, fee, category) {
     share.replaceChildren(el('p', { class: 'error', text: outcomeText(answer.json, answer.status) }));
     return answer.status;
   }
-  const { total, sentences, assumptions } = shareOf(answer.json);
+  const { total, sentences, assumptions, whole, partial } = shareOf(answer.json);
   share.replaceChildren(
     el(
       'p',
       { class: 'collect' },
-      total?.value !== undefined
-        ? `Collect AED ${money(total.value)}`
-        : 'No amount to collect can be estimated: the portal gave no figure for this visit',
+      total?.value === undefined
+        ? 'No amount to collect can be estimated: the portal gave no figure for this visit'
+        : partial
+          ? `Collect AED ${money(total.value)}, for the items with figures only`
+          : `Collect AED ${money(total.value)}`,
     ),
     el('p', { class: 'source' }, `Fee AED ${money(fee)}. `, bdi(sentences.join('; '))),
+    // The answer's own notes on its totals (the items they leave out), as the ClaimResponse says them.
+    ...whole.map((text) => el('p', { class: 'totals', dir: 'auto', text: clean(text) })),
     ...(assumptions.length
       ? [
           el(

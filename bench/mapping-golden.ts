@@ -8,10 +8,16 @@
  * - its narrative re-rendered from the stored form (`withNarrative`, as migration 16 does);
  * - the visit summary with its notes (`visitSummary`, what `$estimate` and the CDS cards read).
  *
+ * The envelopes: the sandbox's (test/fixtures/upstream) and the recorded answers of plans shaped
+ * like real ones (test/fixtures/mapping/found-eligible-*.json).
+ *
  *   git archive <commit> | tar -x -C /tmp/ref && ln -s "$PWD/node_modules" /tmp/ref/node_modules
  *   REF=/tmp/ref npx tsx bench/mapping-golden.ts        (MUTATIONS=150 CASES=1500)
  *
- * Exits 1 on the first differences (it prints up to three).
+ * Exits 1 on differences (it prints up to three). CLASSIFY=1, for a change that means to change
+ * the output: every difference is put in a class (what differs: the CER field by its path, the
+ * narrative's summary or tables, the summary's sentence or notes), and each class is printed with
+ * its count and one example, so each can be explained.
  */
 import { readFileSync, readdirSync } from 'node:fs';
 import type { CodeableConcept, CoverageEligibilityResponse } from 'fhir/r4.js';
@@ -123,6 +129,141 @@ function mutate(raw: Raw): Raw {
 
 let cases = 0;
 const differences: string[] = [];
+const CLASSIFY = process.env.CLASSIFY === '1';
+/** Per class: how many differences and the first one. */
+const classes = new Map<string, { count: number; example: string }>();
+
+interface Line {
+  category: { code: string };
+  label: string;
+  rule: { kind: string; deductible?: number };
+  sentence: string;
+  notes: string[];
+}
+type Summaries = { lines: Line[] }[];
+interface Row {
+  rows: string[];
+  text: string;
+}
+
+/** The narrative's summary block and its tables' rows. */
+function partsOf(div: string): { summary: string; tables: Row } {
+  const summary = /<h2>What to collect[^]*?<\/ul><\/div>/.exec(div)?.[0] ?? '';
+  const text = [...div.matchAll(/<h3>[^]*?<\/table>/g)].map((m) => m[0]).join('');
+  return { summary, tables: { rows: text.split('<tr>'), text } };
+}
+
+/** Why the narrative's tables differ: rows merged or split, or which cells. */
+function tableCauses(a: Row, b: Row): string[] {
+  if (a.text === b.text) return [];
+  const causes: string[] = [];
+  if (a.rows.length !== b.rows.length)
+    causes.push('table: rows merged (a label naming a block: Inpatient, Inpatient & Day Care)');
+  const count = (t: string, s: string) => t.split(s).length;
+  if (count(a.text, 'Deductible maximum: 0 ') > count(b.text, 'Deductible maximum: 0 '))
+    causes.push('table: a 0 deductible maximum left out of the Notes');
+  if (count(b.text, 'A GP referral is required') > count(a.text, 'A GP referral is required'))
+    causes.push('table: the GP-referral note on a Maternity-block consultation line (now a consultation)');
+  const titles = (t: string) => [...t.matchAll(/<h3>([^<]*)<\/h3>/g)].map((m) => m[1]).join('|');
+  if (titles(a.text) !== titles(b.text))
+    causes.push('table: an item moved to the table of the block its label names (no block named before)');
+  const order = (t: string) =>
+    [...t.matchAll(/<h3>([^<]*)<\/h3>([^]*?)<\/table>/g)]
+      .map(
+        (m) =>
+          `${m[1]}: ${[...(m[2] ?? '').matchAll(/<tr><td>([^<]*)<\/td>/g)]
+            .map((r) => r[1])
+            .sort()
+            .join('|')}`,
+      )
+      .join('\n');
+  if (causes.length === 0 && order(a.text) !== order(b.text))
+    causes.push('table: a row moved to the table of the block its label names');
+  if (causes.length === 0) causes.push('table: other cells');
+  return causes;
+}
+
+/** Why one summary line differs from the reference's. */
+function lineCauses(a: Line, b: Line): string[] {
+  const causes: string[] = [];
+  if (a.rule.kind === 'unclear' && b.rule.kind === 'percent' && b.rule.deductible !== undefined)
+    causes.push('summary: a per-visit deductible beside a percentage is added (was no share)');
+  else if (b.rule.deductible !== undefined && a.rule.deductible === undefined)
+    causes.push('summary: a deductible of a later item of the same block completes the chosen figures');
+  if (b.notes.some((n) => / is from .*which gives the same percentage/.test(n)))
+    causes.push('summary: note naming the item the deductible comes from');
+  if (a.rule.kind === 'no-figures' && b.rule.kind !== 'no-figures')
+    causes.push('summary: an item with figures answers before one without');
+  if (a.label !== b.label) {
+    const own = ['maternity', 'inpatient', 'specialist-consultation'].includes(b.category.code);
+    causes.push(
+      own
+        ? 'summary: a category of a block of its own reads its own benefit (another block, or Maternity-block lines no longer its own)'
+        : "summary: another item chosen (block read from the label, or a form line of its key's category)",
+    );
+  }
+  if (causes.length === 0 && a.sentence !== b.sentence) causes.push('summary: sentence (other)');
+  if (causes.length === 0)
+    causes.push('summary: notes only (what the other items say, the figures-first choice)');
+  return causes;
+}
+
+function summaryCauses(a: string, b: string): string[] {
+  const x = JSON.parse(a) as Summaries;
+  const y = JSON.parse(b) as Summaries;
+  const causes = new Set<string>();
+  x.forEach((summary, i) =>
+    summary.lines.forEach((line, j) => {
+      const other = y[i]?.lines[j];
+      if (other && JSON.stringify(line) !== JSON.stringify(other))
+        for (const cause of lineCauses(line, other)) causes.add(cause);
+    }),
+  );
+  return [...causes];
+}
+
+/** The category codes of the items of a CER, and the count of items whose category differs. */
+function categoryChanges(a: CoverageEligibilityResponse, b: CoverageEligibilityResponse): string[] {
+  const causes = new Set<string>();
+  (a.insurance ?? []).forEach((insurance, i) =>
+    (insurance.item ?? []).forEach((item, j) => {
+      const other = b.insurance?.[i]?.item?.[j];
+      const code = (c: typeof item | undefined) =>
+        c?.category?.coding?.find((k) => k.system?.endsWith('/service-category'))?.code;
+      if (code(item) !== code(other))
+        causes.add(
+          `CER: a Maternity-block form line's category is its key's (${code(item)} -> its key's), with its referral fields`,
+        );
+      else if (JSON.stringify(item) !== JSON.stringify(other)) causes.add('CER: an item (other fields)');
+    }),
+  );
+  return [...causes];
+}
+
+function classify(what: string, a: string, b: string, example: string): void {
+  let causes: string[];
+  if (what === 'visit summary') causes = summaryCauses(a, b);
+  else {
+    const x = JSON.parse(a) as CoverageEligibilityResponse;
+    const y = JSON.parse(b) as CoverageEligibilityResponse;
+    const px = partsOf(x.text?.div ?? '');
+    const py = partsOf(y.text?.div ?? '');
+    causes = what === 'CER' ? categoryChanges(x, y) : [];
+    if (px.summary !== py.summary) causes.push('narrative: the summary block (the summary classes)');
+    const tables = tableCauses(px.tables, py.tables);
+    causes.push(...tables);
+    if (causes.length === 0) causes.push('other');
+    // The tables' own first difference, for a class the causes above do not name.
+    if (tables.includes('table: other cells'))
+      example = firstDifference('tables', what, px.tables.text, py.tables.text);
+  }
+  for (const cause of causes) {
+    const key = `${what}: ${cause}`;
+    const known = classes.get(key);
+    if (known) known.count += 1;
+    else classes.set(key, { count: 1, example });
+  }
+}
 
 function firstDifference(label: string, what: string, a: string, b: string): string {
   let i = 0;
@@ -143,16 +284,25 @@ function compare(raw: unknown, label: string): void {
       const ctx = benchCerContext(isSearchAll);
       ctx.request = { ...ctx.request, item: asked.map((c) => ({ category: c })) };
       cases += 1;
+      const check = (what: string, a: string, b: string): void => {
+        if (a === b) return;
+        const difference = firstDifference(label, what, a, b);
+        differences.push(difference);
+        if (CLASSIFY) classify(what, a, b, difference);
+      };
       const a = JSON.stringify(reference.map(envelope, ctx));
-      const b = JSON.stringify(current.map(envelope, ctx));
-      if (a !== b) differences.push(firstDifference(label, 'CER', a, b));
+      check('CER', a, JSON.stringify(current.map(envelope, ctx)));
       const stored = JSON.parse(a) as CoverageEligibilityResponse;
-      const na = JSON.stringify(reference.renarrate(stored, asked));
-      const nb = JSON.stringify(current.renarrate(stored, asked));
-      if (na !== nb) differences.push(firstDifference(label, 're-rendered narrative', na, nb));
-      const sa = JSON.stringify(reference.summary(stored, asked));
-      const sb = JSON.stringify(current.summary(stored, asked));
-      if (sa !== sb) differences.push(firstDifference(label, 'visit summary', sa, sb));
+      check(
+        're-rendered narrative',
+        JSON.stringify(reference.renarrate(stored, asked)),
+        JSON.stringify(current.renarrate(stored, asked)),
+      );
+      check(
+        'visit summary',
+        JSON.stringify(reference.summary(stored, asked)),
+        JSON.stringify(current.summary(stored, asked)),
+      );
     }
   }
 }
@@ -163,8 +313,17 @@ for (const file of readdirSync(folder).filter((f) => f.endsWith('.json'))) {
   compare(raw, file);
   for (let m = 0; m < MUTATIONS; m += 1) compare(mutate(raw), `${file}, mutation ${m}`);
 }
+const plans = new URL('../test/fixtures/mapping/', import.meta.url);
+for (const file of readdirSync(plans).filter((f) => /^found-eligible-.*\.json$/.test(f))) {
+  const raw = JSON.parse(readFileSync(new URL(file, plans), 'utf8')) as Raw;
+  compare(raw, `mapping/${file}`);
+  for (let m = 0; m < MUTATIONS; m += 1) compare(mutate(raw), `mapping/${file}, mutation ${m}`);
+}
 fc.sample(anyEnvelope, { numRuns: CASES, seed: 7 }).forEach((raw, i) => compare(raw, `generated case ${i}`));
 
 console.log(JSON.stringify({ reference: refRoot, cases, differences: differences.length }));
-for (const difference of differences.slice(0, 3)) console.log(difference);
+if (CLASSIFY) {
+  const sorted = [...classes].sort((x, y) => y[1].count - x[1].count);
+  for (const [key, { count, example }] of sorted) console.log(`\n## ${count} × ${key}\n${example}`);
+} else for (const difference of differences.slice(0, 3)) console.log(difference);
 if (differences.length > 0) process.exit(1);

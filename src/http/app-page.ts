@@ -9,6 +9,7 @@ import type { RequestHandler, Router } from 'express';
 import type { Store } from '../checks/store/appointment-store.js';
 import type { PrevisitSettings } from '../checks/previsit.js';
 import { appointmentsView } from '../operations/appointments-view.js';
+import { recentNames } from '../operations/recent-names.js';
 import type { Tenant } from '../config.js';
 import { badRequest } from '../fhir/outcomes.js';
 import type { Logger } from '../log.js';
@@ -180,6 +181,12 @@ export function appPageRouter(deps: AppPageDeps): Router {
       res.json(await appointmentsView(deps.store, tenant, deps.previsit(tenant), day, deps.now()));
     },
   );
+  // Whose check each recent check is (docs/front-desk.md): `id` repeated, the CER ids listed.
+  api.get('/recent-names', async (req, res) => {
+    const raw = req.query.id;
+    const ids = (Array.isArray(raw) ? raw : raw === undefined ? [] : [raw]).map(String);
+    res.json({ names: await recentNames(deps.store, res.locals.tenant as Tenant, ids) });
+  });
   api.post(
     '/guards/:payer/reset',
     audited(deps.audit, { action: 'E', interaction: 'operation', operation: 'guard-reset' }),

@@ -28,17 +28,21 @@ export interface AppointmentRow {
 
 const DAY = /^\d{4}-\d{2}-\d{2}$/;
 
-/** The state in words: a pending re-check with its time, else the latest answer's. */
-function stateInWords(
-  appointment: Pick<Appointment, 'state' | 'dueAt'>,
+/**
+ * The state in words: the check that is running, if one is (`Checking`); else a pending re-check
+ * with its time, when that time is before the start (a re-check at or after the start is no
+ * re-check before the visit: never shown); else the latest answer's.
+ */
+export function stateInWords(
+  appointment: Pick<Appointment, 'state' | 'dueAt' | 'startAt'>,
   request: CoverageEligibilityRequest,
   latest: CoverageEligibilityResponse | null,
   timeZone: string,
 ): string {
   if (appointment.state === 'cancelled' || request.status === 'cancelled') return 'Cancelled';
-  if (appointment.state === 'scheduled')
-    return `Scheduled re-check at ${localTime(appointment.dueAt, timeZone)}`;
   if (!latest || latest.outcome === 'queued') return 'Checking';
+  if (appointment.state === 'scheduled' && appointment.dueAt < appointment.startAt)
+    return `Scheduled re-check at ${localTime(appointment.dueAt, timeZone)}`;
   const notFound = latest.error?.some((e) => e.code.coding?.some((c) => c.code === 'member-not-found'));
   if (notFound) return 'Member not found';
   if (latest.outcome === 'error') return 'Needs an operator';

@@ -166,6 +166,31 @@ describe('the Appointments section', () => {
     await page.getByRole('region', { name: 'Eligibility result' }).waitFor();
   });
 
+  it('an appointment booked inside the re-check lead, its booking check running, reads Checking (issue 35)', async () => {
+    // Starts in 40 minutes, inside the 120-minute lead: its re-check would be due at once, the
+    // booking check (the sandbox's slow scenario, a few seconds here) is still at the portal.
+    const start = new Date(Date.now() + 40 * 60_000);
+    const booked = await postSubmit(
+      harness.url,
+      harness.auth,
+      { emiratesId: '784-1990-0000012-7', servicedPeriod: { start: start.toISOString() } },
+      { Prefer: 'respond-async' },
+    );
+    expect(booked.status).toBe(202);
+    const { page } = await open({ width: 360, height: 780 });
+    await signIn(page, harness.url, TENANT_A_KEY);
+    const section = page.getByRole('region', { name: 'Appointments' });
+    const day = section.getByLabel('Day');
+    await day.fill(localDay(start.getTime(), 'Asia/Dubai'));
+    await day.dispatchEvent('change');
+    const row = section.locator('tbody tr').filter({ hasText: /Checking|re-check/ });
+    await expect.poll(() => row.count()).toBeGreaterThan(0);
+    const texts = await section.locator('tbody tr').allInnerTexts();
+    expect(texts.some((text) => /\bChecking\b/.test(text))).toBe(true);
+    // Never a re-check time at or after the start (the row's own start time).
+    expect(texts.filter((text) => /Scheduled re-check/.test(text))).toEqual([]);
+  });
+
   it('a day that is not a date is refused by the API with a 400 naming day', async () => {
     const res = await request(harness.url).get('/app/api/appointments?day=tomorrow').set(harness.auth);
     expect(res.status).toBe(400);

@@ -18,6 +18,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { expectValidFhir } from '../support/fhir.js';
 import type { Harness } from '../support/harness.js';
 import { countingUpstream, startHarness } from '../support/harness.js';
+import { fixtureUpstream, mappingFixture } from '../support/fixture-upstream.js';
 import { accessToken, clientKey, serviceKey, type ClientKey } from '../support/smart.js';
 import { eligibilityRequest } from '../support/requests.js';
 import { submitFinal } from '../support/submit.js';
@@ -30,6 +31,10 @@ let h: Harness;
 let readerKey: ClientKey;
 let tokenUrl: string;
 let eligible: string;
+/** Answers of plans shaped like real ones (issue 35): recorded portal answers for these identifiers. */
+const DEDUCTIBLE_PLAN = '784-1990-1234567-6';
+const MATERNITY_PLAN = '784-1985-7654321-3';
+const plans: Record<string, string> = {};
 
 beforeAll(async () => {
   const [key, svc] = await Promise.all([clientKey('ES384'), serviceKey()]);
@@ -45,11 +50,23 @@ beforeAll(async () => {
         },
       ],
     },
-    overrides: { upstream: countingUpstream(counts) },
+    overrides: {
+      upstream: (inner) =>
+        countingUpstream(counts)(
+          fixtureUpstream({
+            [DEDUCTIBLE_PLAN]: mappingFixture('found-eligible-deductible'),
+            [MATERNITY_PLAN]: mappingFixture('found-eligible-maternity'),
+          })(inner),
+        ),
+    },
   });
   const smart = await request(h.url).get('/fhir/.well-known/smart-configuration');
   tokenUrl = String((smart.body as { token_endpoint: string }).token_endpoint);
-  eligible = await submitFinal(h.url, h.auth, { emiratesId: '784-1990-0000001-0', payer: 'DAMAN' });
+  [eligible, plans.deductible, plans.maternity] = await Promise.all([
+    submitFinal(h.url, h.auth, { emiratesId: '784-1990-0000001-0', payer: 'DAMAN' }),
+    submitFinal(h.url, h.auth, { emiratesId: DEDUCTIBLE_PLAN, payer: 'NAS' }),
+    submitFinal(h.url, h.auth, { emiratesId: MATERNITY_PLAN, payer: 'NEXTCARE' }),
+  ]);
 });
 afterAll(async () => {
   await h.stop();
@@ -127,7 +144,7 @@ describe('$estimate', () => {
     expect(counts).toEqual(before);
   });
 
-  it('gives no share for a category the answer has no figures for, and no total share then', async () => {
+  it('gives no share for a category the answer has no figures for, and totals over the others', async () => {
     const res = await post(
       eligible,
       parameters([
@@ -140,8 +157,56 @@ describe('$estimate', () => {
     expectValidFhir(claim);
     expect(claim.item?.[0]?.adjudication.map((a) => a.category.coding?.[0]?.code)).toEqual(['submitted']);
     expect(adjudicated(claim, 1, 'copay')).toBe(10);
-    expect(claim.total?.map((t) => t.category.coding?.[0]?.code)).toEqual(['submitted']);
-    expect((claim.processNote ?? []).map((n) => n.text).join('\n')).toContain('No total patient share');
+    expect(claim.total?.map((t) => [t.category.coding?.[0]?.code, t.amount.value])).toEqual([
+      ['submitted', 300],
+      ['copay', 10],
+      ['benefit', 90],
+    ]);
+    expect((claim.processNote ?? []).map((n) => n.text).join('\n')).toContain(
+      'not counted: item 1 (Emergency, AED 200)',
+    );
+  });
+
+  it.each<
+    [string, 'deductible' | 'maternity', Item[], (number | undefined)[], Record<string, number | undefined>]
+  >([
+    [
+      'a per-visit deductible from the form, and 20% up to AED 500 plus AED 20',
+      'deductible',
+      [
+        { code: 'lab', fee: aed(90) },
+        { code: 'consultation', fee: aed(400) },
+        { system: EX, code: '5', fee: aed(10) },
+      ],
+      [25, 100, 10],
+      { submitted: 500, copay: 135, benefit: 365 },
+    ],
+    [
+      'maternity from its benefit; an item without figures left out of the totals',
+      'maternity',
+      [
+        { system: EX, code: '69', fee: aed(8000) },
+        { code: 'consultation', fee: aed(300) },
+        { code: 'emergency', fee: aed(100) },
+      ],
+      [500, 40, undefined],
+      { submitted: 8400, copay: 540, benefit: 7760 },
+    ],
+  ])('plans shaped like real ones: %s', async (_name, plan, items, copays, totals) => {
+    const res = await post(plans[plan]!, parameters(items));
+    expect(res.status).toBe(200);
+    const claim = res.body as ClaimResponse;
+    expectValidFhir(claim);
+    expect(items.map((_item, i) => adjudicated(claim, i, 'copay'))).toEqual(copays);
+    expect({
+      submitted: totalOf(claim, 'submitted'),
+      copay: totalOf(claim, 'copay'),
+      benefit: totalOf(claim, 'benefit'),
+    }).toEqual(totals);
+    const notes = (claim.processNote ?? []).map((n) => n.text).join('\n');
+    if (copays.includes(undefined))
+      expect(notes).toMatch(/totals count only the items with an estimated share/);
+    else expect(notes).not.toMatch(/not counted/);
   });
 
   it.each([

@@ -4,7 +4,7 @@
  * key and scoped to that tenant: payers, visit types, the operator view (guards, stuck checks,
  * queues) and a guard reset. Against the running service and the sandbox over real HTTP.
  */
-import type { CoverageEligibilityResponse, OperationOutcome } from 'fhir/r4.js';
+import type { CoverageEligibilityResponse, OperationOutcome, Patient } from 'fhir/r4.js';
 import request from 'supertest';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { CANONICAL_BASE } from '../../src/fhir/canonical.js';
@@ -176,6 +176,60 @@ describe('/app/api/', () => {
       expect((res.body as OperationOutcome).issue[0]?.expression).toEqual(['payer']);
     }
   });
+});
+
+describe('/app/api/recent-names (issue 35)', () => {
+  /** The CER id of a check made without a patient name. */
+  async function unnamed(auth: Record<string, string>, emiratesId: string): Promise<string> {
+    const body = eligibilityRequest({ emiratesId, payer: 'DAMAN' });
+    for (const resource of body.contained ?? [])
+      if (resource.resourceType === 'Patient') delete (resource as Patient).name;
+    const res = await request(h.url)
+      .post('/fhir/CoverageEligibilityRequest/$submit')
+      .set(auth)
+      .set('Prefer', 'wait=20')
+      .set('Content-Type', 'application/fhir+json')
+      .send(body);
+    expect(res.status).toBe(200);
+    return String((res.body as CoverageEligibilityResponse).id);
+  }
+
+  it.each<[string, string, RegExp, 'identifier']>([
+    // The sandbox echoes the name sent as the policy holder's: none sent, none returned (the
+    // portal's name is shown on the page from a recorded answer: test/browser/collect.test.ts).
+    [
+      'a found member the portal gives no holder name for: the masked identifier',
+      '784-1990-0000001-0',
+      /^ID ending 0010$/,
+      'identifier',
+    ],
+    [
+      'member not found: the identifier masked to its last 4 digits',
+      '784-1990-0000003-6',
+      /^ID ending 0036$/,
+      'identifier',
+    ],
+  ])('names %s, never the whole identifier', async (_name, emiratesId, text, source) => {
+    const id = await unnamed(h.auth, emiratesId);
+    const res = await request(h.url).get(`/app/api/recent-names?id=${id}`).set(h.auth);
+    expect(res.status).toBe(200);
+    const names = (res.body as { names: { id: string; text: string; source: string }[] }).names;
+    expect(names).toEqual([{ id, text: expect.stringMatching(text), source }]);
+    expect(JSON.stringify(res.body)).not.toContain(emiratesId.replace(/-/g, '').slice(3));
+    // Another tenant's check is not answered.
+    const other = await request(h.url).get(`/app/api/recent-names?id=${id}`).set(h.authB);
+    expect((other.body as { names: unknown[] }).names).toEqual([]);
+  });
+
+  it.each([['%3Cx%3E'], ['a'.repeat(65)], [Array.from({ length: 21 }, (_v, i) => `c${i}`).join('&id=')]])(
+    'an id that is not a check id, or too many, is a 400 naming id (%#)',
+    async (ids) => {
+      const res = await request(h.url).get(`/app/api/recent-names?id=${ids}`).set(h.auth);
+      expect(res.status).toBe(400);
+      expectValidFhir(res.body);
+      expect((res.body as OperationOutcome).issue[0]?.expression).toEqual(['id']);
+    },
+  );
 });
 
 describe('the narrative over HTTP', () => {

@@ -189,6 +189,7 @@ describe('the narrative of each outcome', () => {
       '',
       'Dental is excluded from this plan',
     ]);
+    // The Maternity block's CONSULTATION is a consultation line (issue 35): gated like the others.
     expect(blocks.get('Maternity benefits')?.[1]).toEqual([
       'CONSULTATION (GN)',
       '',
@@ -196,7 +197,7 @@ describe('the narrative of each outcome', () => {
       '',
       'none given by the portal',
       '',
-      '',
+      'A GP referral is required for specialist visits',
     ]);
     for (const ext of cer.extension ?? []) {
       const message = ext.extension?.find((e) => e.url === 'message')?.valueString;

@@ -302,6 +302,16 @@ const rules: fc.Arbitrary<ShareRule> = fc.oneof(
     amount: fc.double({ min: 0.01, max: 10_000, noNaN: true }),
     fromDeductible: fc.boolean(),
   }),
+  // A per-visit deductible beside a percentage, with or without a maximum (issue 35).
+  fc.record(
+    {
+      kind: fc.constant('percent' as const),
+      percent: fc.double({ min: 0, max: 150, noNaN: true }),
+      cap: fc.double({ min: 0.01, max: 10_000, noNaN: true }),
+      deductible: fc.double({ min: 0.01, max: 10_000, noNaN: true }),
+    },
+    { requiredKeys: ['kind', 'percent', 'deductible'] },
+  ),
 );
 const fees = fc.integer({ min: 0, max: 10_000_000 }).map((cents) => cents / 100);
 const cents = (value: number): number => Math.round(value * 100);
@@ -328,6 +338,51 @@ describe('the share (properties)', () => {
         (p, capCents, fee) => {
           const cap = capCents / 100;
           expect(shareOf({ kind: 'percent', percent: p, cap }, fee)!.copay).toBeLessThanOrEqual(cap);
+        },
+      ),
+    );
+  });
+
+  it('with a per-visit deductible: at least min(deductible, fee), the percentage part never above its cap', () => {
+    fc.assert(
+      fc.property(
+        fc.double({ min: 0, max: 100, noNaN: true }),
+        fc.option(fc.integer({ min: 1, max: 100_000 }), { nil: undefined }),
+        fc.integer({ min: 1, max: 100_000 }),
+        fees,
+        (p, capCents, deductibleCents, fee) => {
+          const deductible = deductibleCents / 100;
+          const rule: ShareRule =
+            capCents === undefined
+              ? { kind: 'percent', percent: p, deductible }
+              : { kind: 'percent', percent: p, cap: capCents / 100, deductible };
+          const share = shareOf(rule, fee)!;
+          const floor = Math.min(cents(deductible), cents(fee));
+          expect(cents(share.copay)).toBeGreaterThanOrEqual(floor);
+          expect(share.copay).toBeLessThanOrEqual(fee);
+          expect(cents(share.copay) + cents(share.benefit)).toBe(cents(fee));
+          // The percentage part (the share less the deductible) never exceeds the per-visit cap.
+          if (capCents !== undefined) expect(cents(share.copay) - floor).toBeLessThanOrEqual(capCents);
+        },
+      ),
+    );
+  });
+
+  it('reads a deductible beside a percentage as one rule, and a copay amount beside a different deductible as none', () => {
+    fc.assert(
+      fc.property(
+        fc.integer({ min: 1, max: 100 }),
+        fc.integer({ min: 1, max: 1000 }),
+        fc.integer({ min: 1, max: 1000 }),
+        (p, d, a) => {
+          const withDeductible = shareRuleOf(
+            benefitModelOf(item('consultation', [percent(p), amount('deductible', d)])),
+          );
+          expect(withDeductible).toEqual({ kind: 'percent', percent: p, deductible: d });
+          const both = shareRuleOf(
+            benefitModelOf(item('consultation', [amount('copay', a), amount('deductible', d)])),
+          );
+          expect(both.kind).toBe(a === d ? 'fixed' : 'unclear');
         },
       ),
     );
@@ -370,6 +425,20 @@ describe('the share (clear cases)', () => {
     ['a fixed 25 of 10', { kind: 'fixed', amount: 25, fromDeductible: true }, 10, 10],
     ['not covered of 180.5', { kind: 'not-covered' }, 180.5, 180.5],
     ['0% of 500', { kind: 'percent', percent: 0 }, 500, 0],
+    [
+      'AED 20 deductible plus 20% up to 500 of 400',
+      { kind: 'percent', percent: 20, cap: 500, deductible: 20 },
+      400,
+      100,
+    ],
+    [
+      'AED 20 deductible plus 20% up to 500 of 5000',
+      { kind: 'percent', percent: 20, cap: 500, deductible: 20 },
+      5000,
+      520,
+    ],
+    ['AED 20 deductible plus 20% of 15', { kind: 'percent', percent: 20, deductible: 20 }, 15, 15],
+    ['AED 20 deductible plus 10% of 90.55', { kind: 'percent', percent: 10, deductible: 20 }, 90.55, 29.06],
   ])('%s', (_name, rule, fee, expected) => {
     const share = shareOf(rule, fee)!;
     expect(share.copay).toBe(expected);

@@ -40,7 +40,7 @@ export interface BenefitModel {
 /** How the share follows from a model: the contract's clear cases, or why there is none. */
 export type ShareRule =
   | { kind: 'not-covered' }
-  | { kind: 'percent'; percent: number; cap?: number }
+  | { kind: 'percent'; percent: number; cap?: number; deductible?: number }
   | { kind: 'fixed'; amount: number; fromDeductible: boolean }
   | { kind: 'unclear'; reason: string }
   | { kind: 'no-figures' };
@@ -126,8 +126,12 @@ export function benefitModelOf(item: Item): BenefitModel {
 
 /**
  * The rule a model gives. The clear cases (a percentage with or without a maximum, a fixed amount,
- * not covered) have a share; a percentage beside a fixed amount or a per-visit deductible has
- * one only when the portal says how they combine, which it does not: no share is guessed.
+ * not covered) have a share. A per-visit deductible beside a percentage is a second charge of the
+ * same line: the portal's form gives the two as separate fields, each with a maximum of its own
+ * (`copay` with `_copayMaxAmount`, `deductible` with `_maxDeductible`), so they are added: the
+ * deductible (at most the fee) plus the percentage of the fee (at most its maximum), the whole at
+ * most the fee. A percentage beside a fixed copay amount (not a deductible), or a copay amount
+ * beside a different deductible, has no share: the portal does not say how those combine.
  */
 export function shareRuleOf(model: BenefitModel): ShareRule {
   if (model.covered === false) return { kind: 'not-covered' };
@@ -137,8 +141,13 @@ export function shareRuleOf(model: BenefitModel): ShareRule {
   const amount = model.fixed ?? model.deductible;
   const percent = model.percent === 0 && amount !== undefined ? undefined : model.percent;
   if (!sameAmount) return { kind: 'unclear', reason: 'a copay amount and a different per-visit deductible' };
-  if (percent !== undefined && amount !== undefined)
-    return { kind: 'unclear', reason: 'both a percentage and a fixed amount per visit' };
+  if (percent !== undefined && amount !== undefined) {
+    if (model.deductible === undefined)
+      return { kind: 'unclear', reason: 'both a percentage and a fixed amount per visit' };
+    const rule: ShareRule = { kind: 'percent', percent, deductible: model.deductible };
+    if (model.perVisitCap !== undefined) rule.cap = model.perVisitCap;
+    return rule;
+  }
   if (percent !== undefined)
     return model.perVisitCap === undefined
       ? { kind: 'percent', percent }
@@ -157,7 +166,8 @@ export interface Share {
  * The patient's share of `fee` under a rule; undefined when the rule has no share (no figures,
  * or figures whose combination the portal does not give). Computed in whole fils (1/100 AED) so
  * the two parts always add up to the fee: percentage p with maximum m: min(fee * p / 100, m);
- * without maximum: fee * p / 100; a fixed amount a: min(a, fee); not covered: the whole fee.
+ * without maximum: fee * p / 100; a fixed amount a: min(a, fee); a per-visit deductible d beside a
+ * percentage: min(d, fee) + the percentage's share, at most the fee; not covered: the whole fee.
  */
 export function shareOf(rule: ShareRule, fee: number): Share | undefined {
   const feeCents = Math.round(fee * 100);
@@ -169,6 +179,8 @@ export function shareOf(rule: ShareRule, fee: number): Share | undefined {
     case 'percent': {
       const cents = Math.round((feeCents * rule.percent) / 100);
       copayCents = rule.cap === undefined ? cents : Math.min(cents, Math.round(rule.cap * 100));
+      // A per-visit deductible is added, at most the fee (the whole is held at the fee below).
+      if (rule.deductible !== undefined) copayCents += Math.min(Math.round(rule.deductible * 100), feeCents);
       break;
     }
     case 'fixed':

@@ -247,7 +247,8 @@ export function fromValuesToFill(blocks: CopayToFill[]): CostShare[] {
         share({
           source: `copay_details_to_fill[${i}].values_to_fill.${key}`,
           label,
-          category: rule.category ?? categoryFor(key),
+          // A block's name is where the line sits, not what it covers: LAB of the Maternity block is a lab line.
+          category: categoryFor(key),
           gated: rule.referralGated,
           name: joinTexts(blockName, label),
           coverageStatus: copayIsStatus ? v.copay : undefined,

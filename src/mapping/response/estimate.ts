@@ -60,10 +60,37 @@ function answerDate(cer: CoverageEligibilityResponse): string {
   return cer.created.slice(0, 10);
 }
 
+/** `item 2 (Laboratory, AED 90)`: an item as the notes name it. */
+function itemName(estimate: ItemEstimate, index: number): string {
+  return `item ${index + 1} (${estimate.line.category.display}, ${money(estimate.item.fee, ESTIMATE_CURRENCY)})`;
+}
+
+/** `a, b and c`. */
+function listed(parts: readonly string[]): string {
+  return parts.length < 2
+    ? (parts[0] ?? '')
+    : `${parts.slice(0, -1).join(', ')} and ${parts[parts.length - 1]}`;
+}
+
+/**
+ * The note on the totals when an item has no share: which items the copay and benefit totals
+ * leave out (they count the others), or that there are none when no item has a share.
+ */
+export function totalsNote(
+  estimates: readonly ItemEstimate[],
+  left: readonly number[],
+  counted: number,
+): string {
+  const names = listed(left.map((index) => itemName(estimates[index]!, index)));
+  if (counted === 0)
+    return `No copay or benefit total: no item has an estimated share (${names}: the portal's answer gives no figures this estimate can apply).`;
+  return `The copay and benefit totals count only the items with an estimated share; not counted: ${names}, for which the portal's answer gives no figures this estimate can apply. The submitted total is of every item.`;
+}
+
 /**
  * The ClaimResponse of an estimate. The notes: per item its sentence first (the page shows it
- * beside the amount), then every assumption behind it; then one for the whole answer (a missing
- * total, the yearly caps).
+ * beside the amount), then every assumption behind it; then one for the whole answer (the items
+ * the copay and benefit totals leave out: those without a share).
  */
 export function estimateClaimResponse(
   cer: CoverageEligibilityResponse,
@@ -100,14 +127,15 @@ export function estimateClaimResponse(
     return { itemSequence: index + 1, noteNumber: [...new Set(numbers)], adjudication: adjudications };
   });
   const totals = [adjudication('submitted', sum(estimates.map((e) => e.item.fee)))];
-  if (estimates.every((e) => e.share !== undefined)) {
+  const counted = estimates.filter((e) => e.share !== undefined);
+  if (counted.length > 0) {
     totals.push(
-      adjudication('copay', sum(estimates.map((e) => e.share?.copay ?? 0))),
-      adjudication('benefit', sum(estimates.map((e) => e.share?.benefit ?? 0))),
+      adjudication('copay', sum(counted.map((e) => e.share?.copay ?? 0))),
+      adjudication('benefit', sum(counted.map((e) => e.share?.benefit ?? 0))),
     );
-  } else {
-    note('No total patient share: at least one item has no estimated share (see its notes).');
   }
+  const left = estimates.flatMap((e, index) => (e.share === undefined ? [index] : []));
+  if (left.length > 0) note(totalsNote(estimates, left, counted.length));
   return {
     resourceType: 'ClaimResponse',
     status: 'active',

@@ -219,7 +219,8 @@ const isZero = (benefit: Benefit | undefined): boolean => benefit?.allowedMoney?
 
 /**
  * Deductibles that say nothing to a reader: a 0 deductible, its maximum when there is no
- * deductible, and a deductible equal to the copay amount (the same per-visit amount, shown once).
+ * deductible or it is 0, and a deductible equal to the copay amount (the same per-visit amount,
+ * shown once).
  */
 function silentBenefits(item: Item, amount: Benefit | undefined, deductible: Benefit | undefined): Benefit[] {
   const silent: Benefit[] = [];
@@ -228,10 +229,10 @@ function silentBenefits(item: Item, amount: Benefit | undefined, deductible: Ben
     amount?.allowedMoney?.value !== undefined &&
     deductible?.allowedMoney?.value === amount.allowedMoney.value;
   if (deductible && (none || sameAsAmount)) silent.push(deductible);
-  if (none) {
-    for (const benefit of item.benefit ?? []) {
-      if (benefit.type.coding?.some((c) => c.code === 'deductible-maximum')) silent.push(benefit);
-    }
+  for (const benefit of item.benefit ?? []) {
+    // A deductible maximum without a deductible, or of 0 (none given), says nothing.
+    if ((none || isZero(benefit)) && benefit.type.coding?.some((c) => c.code === 'deductible-maximum'))
+      silent.push(benefit);
   }
   return silent;
 }

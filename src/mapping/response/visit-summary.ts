@@ -26,7 +26,14 @@ import { sourceOf } from './items.js';
 import { escapeXml } from './xhtml.js';
 import { classValue, coverageOfInsurance, payerName } from './contained.js';
 import type { ServiceCategory } from './vocabulary.js';
-import { blockNamed, categoryByCode, categoryFor, serviceCategories, usualCategories } from './vocabulary.js';
+import {
+  blockNamed,
+  blockStartingLabel,
+  categoryByCode,
+  categoryFor,
+  serviceCategories,
+  usualCategories,
+} from './vocabulary.js';
 
 /** One category of the summary. */
 export interface VisitLine {
@@ -92,23 +99,22 @@ export function askedCategories(
 
 /**
  * The portal block of an item of this name: a form block's (`isForm`: copay_details_to_fill) is the
- * first part of its name, any other's the visit setting its name carries (Outpatient,
- * Maternity...); undefined when none.
+ * first part of its name; any other's the visit setting its name carries (Outpatient,
+ * Maternity...), else the block its label starts with (`Inpatient`, `Inpatient & Day Care`: a
+ * visit setting equal to the label is not repeated in the name); undefined when none.
  */
 function blockFrom(name: string, isForm: boolean): string | undefined {
   // indexOf, not split: this runs for every item of every narrative.
   let end = name.indexOf(SEPARATOR);
-  if (isForm) {
-    const first = end < 0 ? name : name.slice(0, end);
-    return blockNamed(first) ?? first;
-  }
+  const first = end < 0 ? name : name.slice(0, end);
+  if (isForm) return blockNamed(first) ?? first;
   while (end >= 0) {
     const start = end + SEPARATOR.length;
     end = name.indexOf(SEPARATOR, start);
     const block = blockNamed(end < 0 ? name.slice(start) : name.slice(start, end));
     if (block) return block;
   }
-  return undefined;
+  return blockStartingLabel(first);
 }
 
 /** The parts of an item's name (cost-shares.ts joins them with it). */
@@ -161,10 +167,21 @@ export function indexItems(items: readonly Item[]): IndexedItem[] {
  * the answer's order.
  */
 function rankFor(entry: IndexedItem, category: ServiceCategory, size: number): number {
+  if (entry.code === undefined) return -1;
+  const own = entry.code === category.code;
+  const related = own ? 0 : category.alsoReads?.includes(entry.code) ? 1 : -1;
+  if (related < 0) return -1;
   const block = category.block ?? DEFAULT_BLOCK;
-  if (entry.code === undefined || (entry.block !== undefined && entry.block !== block)) return -1;
-  const related = entry.code === category.code ? 0 : category.alsoReads?.includes(entry.code) ? 1 : -1;
-  return related < 0 ? -1 : (entry.group * 2 + related) * size + entry.order;
+  // A category of a block of its own (Maternity, Inpatient, Specialization) reads its own
+  // benefit wherever the portal sets it (maternity's "Outpatient" visit setting), after the
+  // items in its block; a related category's item, and any item of an Outpatient category, only
+  // in the block the visit reads.
+  let away = 0;
+  if (entry.block !== undefined && entry.block !== block) {
+    if (!own || category.block === undefined) return -1;
+    away = 1;
+  }
+  return ((away * 6 + entry.group) * 2 + related) * size + entry.order;
 }
 
 /** The items that answer a category in the block its visit reads, best first. */
@@ -177,18 +194,66 @@ function candidatesFor(index: readonly IndexedItem[], category: ServiceCategory)
   return matching.sort((a, b) => a.rank - b.rank).map((m) => m.entry);
 }
 
-/** The best of candidatesFor, found without sorting (the narrative needs no other). */
-function bestFor(index: readonly IndexedItem[], category: ServiceCategory): IndexedItem | undefined {
-  let best: IndexedItem | undefined;
-  let bestRank = Infinity;
-  for (const entry of index) {
-    const rank = rankFor(entry, category, index.length);
-    if (rank >= 0 && rank < bestRank) {
-      best = entry;
-      bestRank = rank;
+/** What a chosen item gives: its model and rule, and the other items it read (a merged deductible). */
+interface Choice {
+  entry: IndexedItem;
+  model: BenefitModel;
+  rule: ShareRule;
+  /** The item whose per-visit deductible completes the chosen one's figures. */
+  deductibleFrom?: IndexedItem;
+}
+
+/** True when the two networks may be the same (the same text, or one not named). */
+function sameNetwork(a: Item, b: Item): boolean {
+  const x = a.network?.text;
+  const y = b.network?.text;
+  return x === undefined || y === undefined || x === y;
+}
+
+/**
+ * The chosen item of a category among its candidates (best first): the first the portal gives
+ * figures for (a covered line without figures gives way to a later one with them, never to an
+ * out-of-network one when it is in network or unnamed); then, when its
+ * figures have no deductible, the first later item of the same block and network whose figures
+ * agree with them (the same percentage and maximum, or none given) and add a per-visit deductible
+ * (a consultation of 20% up to AED 500 in the copay analysis, its form line adding AED 20).
+ */
+function choose(candidates: readonly IndexedItem[]): Choice | undefined {
+  const first = candidates[0];
+  if (!first) return undefined;
+  let chosen: Choice | undefined;
+  const firstOut = isOutOfNetwork(first.item);
+  for (const entry of candidates) {
+    // Out-of-network figures never stand in for an in-network line without figures.
+    if (!firstOut && entry !== first && isOutOfNetwork(entry.item)) continue;
+    const model = benefitModelOf(entry.item);
+    const rule = shareRuleOf(model);
+    if (rule.kind !== 'no-figures') {
+      chosen = { entry, model, rule };
+      break;
     }
   }
-  return best;
+  if (!chosen) {
+    const model = benefitModelOf(first.item);
+    return { entry: first, model, rule: shareRuleOf(model) };
+  }
+  const { model } = chosen;
+  if (model.deductible !== undefined || model.fixed !== undefined || chosen.rule.kind === 'not-covered')
+    return chosen;
+  for (const other of candidates) {
+    if (other === chosen.entry || other.item.excluded === true) continue;
+    if (other.block !== chosen.entry.block || !sameNetwork(other.item, chosen.entry.item)) continue;
+    const extra = benefitModelOf(other.item);
+    if (extra.deductible === undefined) continue;
+    if (extra.fixed !== undefined && extra.fixed !== extra.deductible) continue;
+    const samePercent =
+      extra.percent === model.percent || (model.percent === undefined && (extra.percent ?? 0) === 0);
+    const sameCap = extra.perVisitCap === undefined || extra.perVisitCap === model.perVisitCap;
+    if (!samePercent || !sameCap) continue;
+    const merged: BenefitModel = { ...model, deductible: extra.deductible };
+    return { entry: chosen.entry, model: merged, rule: shareRuleOf(merged), deductibleFrom: other };
+  }
+  return chosen;
 }
 
 /** The sentence's body for a rule. */
@@ -198,6 +263,10 @@ function bodyOf(rule: ShareRule, model: BenefitModel | undefined): string {
     case 'not-covered':
       return 'not covered';
     case 'percent':
+      if (rule.deductible !== undefined)
+        return rule.cap === undefined
+          ? `${money(rule.deductible, currency)} per visit (the portal's deductible) plus ${rule.percent}% of the fee, no maximum given by the portal`
+          : `${money(rule.deductible, currency)} per visit (the portal's deductible) plus ${rule.percent}% of the fee, the ${rule.percent}% at most ${money(rule.cap, currency)} per visit`;
       if (rule.percent === 0 && rule.cap === undefined) return 'no copay (0% of the fee)';
       return rule.cap === undefined
         ? `${rule.percent}% of the fee, no maximum given by the portal`
@@ -241,10 +310,20 @@ function notesOf(rule: ShareRule, model: BenefitModel | undefined, label: string
     notes.push(`${label}: the portal gives no maximum (or 0) beside the percentage; none is applied.`);
   if (model?.capScopeAssumed && rule.kind === 'percent')
     notes.push(`${label}: the portal gives the maximum without its scope; it is read as per visit.`);
-  if (rule.kind === 'fixed' && rule.fromDeductible)
+  if ((rule.kind === 'fixed' && rule.fromDeductible) || (rule.kind === 'percent' && rule.deductible))
     notes.push(
       `${label}: the portal's deductible is read as a fixed amount per visit (UAE outpatient plans), not a yearly deductible.`,
     );
+  if (rule.kind === 'percent' && rule.deductible !== undefined) {
+    const currency = model?.currency ?? 'AED';
+    const part =
+      rule.cap === undefined
+        ? `${rule.percent}% of the fee`
+        : `${rule.percent}% of the fee up to ${money(rule.cap, currency)}`;
+    notes.push(
+      `${label}: the deductible and the percentage are two charges of one line (the portal gives each with a maximum of its own), so they are added: ${money(rule.deductible, currency)} (at most the fee) plus ${part}, the whole at most the fee.`,
+    );
+  }
   if (model?.yearlyCap)
     notes.push(
       `${label}: the yearly cap (${model.yearlyCap}) is not applied: what the patient has paid this year is not known here.`,
@@ -269,10 +348,9 @@ export function visitLineOf(items: readonly Item[], category: ServiceCategory): 
 }
 
 function lineOf(index: readonly IndexedItem[], category: ServiceCategory, withNotes = true): VisitLine {
-  // With notes, every candidate (what the others say); without, only the best.
-  const candidates = withNotes ? candidatesFor(index, category) : undefined;
-  const best = candidates ? candidates[0] : bestFor(index, category);
-  if (!best) {
+  const candidates = candidatesFor(index, category);
+  const choice = choose(candidates);
+  if (!choice) {
     return {
       category,
       label: category.display,
@@ -285,10 +363,9 @@ function lineOf(index: readonly IndexedItem[], category: ServiceCategory, withNo
         : [],
     };
   }
-  const { item: chosen, block } = best;
+  const { entry, model, rule } = choice;
+  const { item: chosen, block } = entry;
   const network = chosen.network?.text;
-  const model = benefitModelOf(chosen);
-  const rule = shareRuleOf(model);
   const label = labelOf(category, block, network);
   const body = bodyOf(rule, model);
   const notes = withNotes ? notesOf(rule, model, label) : [];
@@ -296,8 +373,19 @@ function lineOf(index: readonly IndexedItem[], category: ServiceCategory, withNo
     notes.unshift(
       `${label}: figures of the portal's ${block ? `${block} block` : 'answer'}${network ? `, network ${network}` : ''} (${chosen.name ?? sourceOf(chosen) ?? ''}).`,
     );
+  if (withNotes && choice.deductibleFrom && model.deductible !== undefined)
+    notes.push(
+      `${label}: the deductible of ${money(model.deductible, model.currency)} per visit is from ${choice.deductibleFrom.item.name ?? sourceOf(choice.deductibleFrom.item) ?? ''}, which gives the same percentage and maximum.`,
+    );
   // What the other items of the category say, when it differs: the portal's answer is shown, not hidden.
-  if (candidates) notes.push(...othersSay(candidates.slice(1), body, category));
+  if (withNotes)
+    notes.push(
+      ...othersSay(
+        candidates.filter((c) => c !== entry),
+        body,
+        category,
+      ),
+    );
   const cap =
     model.yearlyCap && rule.kind !== 'not-covered' ? `; yearly cap on copays: ${model.yearlyCap}` : '';
   const line: VisitLine = { category, label, model, rule, sentence: `${label}: ${body}${cap}`, notes };
@@ -368,6 +456,8 @@ function shortShare(line: VisitLine): string {
     case 'not-covered':
       return `${name} not covered`;
     case 'percent':
+      if (rule.deductible !== undefined)
+        return `${name} ${money(rule.deductible, currency)} + ${rule.percent}%${rule.cap === undefined ? '' : ` up to ${money(rule.cap, currency)}`}`;
       if (rule.percent === 0 && rule.cap === undefined) return `${name} no copay`;
       return rule.cap === undefined
         ? `${name} ${rule.percent}%, no maximum given`

@@ -37,7 +37,6 @@ const tableSchema = z
     blocks: z.array(
       z.strictObject({
         name: z.string(),
-        category: z.string().optional(),
         referralGated: z.boolean().optional(),
       }),
     ),
@@ -57,11 +56,6 @@ const tableSchema = z
     for (const c of table.categories) {
       if (c.block && !blockNames.has(c.block))
         ctx.addIssue({ code: 'custom', message: `category ${c.code}: unknown block ${c.block}` });
-    }
-    for (const block of table.blocks) {
-      if (block.category && !codes.has(block.category)) {
-        ctx.addIssue({ code: 'custom', message: `block ${block.name}: unknown category ${block.category}` });
-      }
     }
   });
 
@@ -156,6 +150,31 @@ export function blockNamed(label: string | undefined): string | undefined {
   return block ?? undefined;
 }
 
+/** blockStartingLabel's answers by label (null: no block), bounded like the other memos. */
+const blocksStartingLabel = new Map<string, string | null>();
+
+/**
+ * The portal block whose name the label starts with, as whole words (`Inpatient & Day Care` ->
+ * Inpatient, `Maternity (outpatient)` -> Maternity), else undefined.
+ */
+export function blockStartingLabel(label: string | undefined): string | undefined {
+  if (!label) return undefined;
+  let block = blocksStartingLabel.get(label);
+  if (block === undefined) {
+    const normalized = `${normalizeLabel(label)} `;
+    block = null;
+    for (const [name, original] of blocksByNormalizedName) {
+      if (normalized.startsWith(`${name} `)) {
+        block = original;
+        break;
+      }
+    }
+    if (blocksStartingLabel.size >= MAX_NORMALIZED_LABELS) blocksStartingLabel.clear();
+    blocksStartingLabel.set(label, block);
+  }
+  return block ?? undefined;
+}
+
 /** categoryFor's answers by normalized label. */
 const categories = new Map<string, ServiceCategory>();
 
@@ -173,14 +192,14 @@ export function categoryFor(label: string | undefined): ServiceCategory {
   return category;
 }
 
-/** A copay_details_to_fill block (Outpatient, Maternity, Specialization, Inpatient) from the table. */
-export function blockRule(name: string): { category?: ServiceCategory; referralGated?: boolean } {
+/**
+ * A copay_details_to_fill block (Outpatient, Maternity, Specialization, Inpatient) from the table:
+ * whether its lines are referral-gated. A block names where its lines sit, never their category
+ * (each line's category is its key's: CONSULTATION, LAB...).
+ */
+export function blockRule(name: string): { referralGated?: boolean } {
   const block = table.blocks.find((b) => normalizeLabel(b.name) === normalizeLabel(name));
-  if (!block) return {};
-  return {
-    ...(block.category ? { category: table.categories.find((c) => c.code === block.category) } : {}),
-    ...(block.referralGated ? { referralGated: true } : {}),
-  };
+  return block?.referralGated ? { referralGated: true } : {};
 }
 
 /**
