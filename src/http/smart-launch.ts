@@ -11,7 +11,7 @@ import type { Tenant } from '../config.js';
 import type { CheckStore } from '../checks/store/check-store.js';
 import type { AuditTrail } from '../checks/audit.js';
 import { OperationOutcomeError, outcome } from '../fhir/outcomes.js';
-import { latestAnswer, readLaunchContext } from '../operations/auth/ehr-context.js';
+import { latestAnswer, readLaunchContext, readUserName } from '../operations/auth/ehr-context.js';
 import type { LaunchContext } from '../operations/auth/ehr-context.js';
 import {
   authorizationRequest,
@@ -197,7 +197,12 @@ export function smartLaunchRoutes(deps: SmartLaunchDeps): Router {
       const person: SessionPerson = {
         issuer: grant.person.issuer,
         subject: grant.person.sub,
-        name: grant.person.name ?? grant.person.fhirUser ?? grant.person.sub,
+        name:
+          grant.person.name ??
+          (grant.person.fhirUser
+            ? ((await readUserName(data.iss, grant.accessToken, grant.person.fhirUser)) ??
+              grant.person.fhirUser)
+            : grant.person.sub),
         ...(grant.person.fhirUser ? { fhirUser: grant.person.fhirUser } : {}),
       };
       await deps.sessions.create(res, { tenantId: tenant.id, person, roles: [], data: { smart } });

@@ -136,11 +136,13 @@ describe('EHR launch (confidential client, private_key_jwt)', () => {
     expect(Number(claims.exp) - Number(claims.iat)).toBeLessThanOrEqual(300);
 
     // The EHR's reads, each with the EHR's token (the FHIR server answers no one else).
-    const reads = fhirA.requests.filter((r) => !r.url.includes('.well-known')).slice(-3);
+    const reads = fhirA.requests.filter((r) => !r.url.includes('.well-known')).slice(-4);
     expect(reads.map((r) => r.url).sort()).toEqual([
       '/fhir/Appointment/appt-1',
       '/fhir/Coverage?patient=pat-1&status=active',
       '/fhir/Patient/pat-1',
+      // The person's name: their fhirUser resource, which the fhirUser scope lets the page read.
+      `/fhir/${EHR_PRACTITIONER}`,
     ]);
     expect(reads.every((r) => r.status === 200 && r.authorization?.startsWith('Bearer '))).toBe(true);
 
@@ -153,7 +155,7 @@ describe('EHR launch (confidential client, private_key_jwt)', () => {
     expect(context.body.visitStart).toMatch(/T10:30:00\+04:00$/);
     const session = await request(h.url).get('/app/api/session').set('Cookie', cookie);
     expect(session.status).toBe(200);
-    expect(session.body.name).toBe(EHR_PRACTITIONER);
+    expect(session.body.name).toBe('Mariam Haddad');
 
     expectNoToken(ehrA, [
       ...flow.hops.flatMap((hop) => [hop.url, hop.location ?? '', hop.body, ...hop.setCookies]),

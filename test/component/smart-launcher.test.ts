@@ -113,7 +113,8 @@ describe.skipIf(!LAUNCHER)(
       // The launcher has no fhirContext: no Appointment, no visit (smart-launch.test.ts covers it).
       expect(context.body.visitStart).toBeNull();
       const session = await request(h.url).get('/app/api/session').set('Cookie', String(cookie));
-      expect(session.body.name).toBe('Practitioner/prac-7');
+      // The launcher's ID token has fhirUser; the name is read from that Practitioner.
+      expect(session.body.name).toBe('Mariam Haddad');
     }
 
     it('EHR launch, confidential client (private_key_jwt), PKCE required: opens on the patient', async () => {

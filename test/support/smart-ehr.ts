@@ -11,7 +11,7 @@ import { randomUUID } from 'node:crypto';
 import { createServer } from 'node:http';
 import type { IncomingMessage, Server, ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import type { Appointment, Bundle, Coverage, Patient } from 'fhir/r4.js';
+import type { Appointment, Bundle, Coverage, Patient, Practitioner } from 'fhir/r4.js';
 import { exportJWK, generateKeyPair } from 'jose';
 import Provider from 'oidc-provider';
 import type { Configuration, KoaContextWithOIDC } from 'oidc-provider';
@@ -30,8 +30,14 @@ export function ehrRecords(visitStart: string): {
   patient: Patient;
   coverage: Coverage;
   appointment: Appointment;
+  practitioner: Practitioner;
 } {
   return {
+    practitioner: {
+      resourceType: 'Practitioner',
+      id: 'prac-7',
+      name: [{ given: ['Mariam'], family: 'Haddad' }],
+    },
     patient: {
       resourceType: 'Patient',
       id: EHR_PATIENT_ID,
@@ -200,6 +206,7 @@ function serveRecords(
   const found: Record<string, unknown> = {
     [`/Patient/${EHR_PATIENT_ID}`]: records.patient,
     [`/Appointment/${EHR_APPOINTMENT_ID}`]: records.appointment,
+    [`/${EHR_PRACTITIONER}`]: records.practitioner,
   };
   const resource = found[path];
   json(res, resource ? 200 : 404, resource ?? { resourceType: 'OperationOutcome', issue: [] });

@@ -4,7 +4,7 @@
  * FHIR base with its access token, and what the form needs of them (nothing retyped): the Emirates
  * ID or card number, the payer code, the visit's start. Reads only ever go to the launch's `iss`.
  */
-import type { Appointment, Bundle, Coverage, Patient } from 'fhir/r4.js';
+import type { Appointment, Bundle, Coverage, HumanName, Patient } from 'fhir/r4.js';
 import type { CheckStore } from '../../checks/store/check-store.js';
 import { formatName, patientIdentity } from '../../mapping/request/patient.js';
 import { payerOf } from '../../mapping/request/payer.js';
@@ -107,6 +107,29 @@ export async function readLaunchContext(input: {
     payer: payerCodeOf(coverages),
     visitStart: appointment?.resourceType === 'Appointment' ? (appointment.start ?? null) : null,
   };
+}
+
+/** A `fhirUser` the page may read: a relative reference, or an absolute one under `iss`. */
+const FHIR_USER = /^(Practitioner|PractitionerRole|Patient|RelatedPerson|Person)\/[A-Za-z0-9\-.]{1,64}$/;
+
+/**
+ * The EHR user's name, read from their `fhirUser` resource with the EHR's token (the `fhirUser`
+ * scope lets the app read it: https://hl7.org/fhir/smart-app-launch/scopes-and-launch-context.html);
+ * undefined when it cannot be read or has no name. Only ever from `iss`.
+ */
+export async function readUserName(
+  iss: string,
+  accessToken: string,
+  fhirUser: string,
+): Promise<string | undefined> {
+  const relative = fhirUser.startsWith(`${iss}/`) ? fhirUser.slice(iss.length + 1) : fhirUser;
+  if (!FHIR_USER.test(relative)) return undefined;
+  try {
+    const user = await read<{ name?: HumanName[] }>(iss, relative, accessToken);
+    return formatName(user.name) || undefined;
+  } catch {
+    return undefined;
+  }
 }
 
 /** The newest check of the launch's patient and payer: what the page shows before any click. */
