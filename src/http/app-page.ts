@@ -182,11 +182,15 @@ export function appPageRouter(deps: AppPageDeps): Router {
     },
   );
   // Whose check each recent check is (docs/front-desk.md): `id` repeated, the CER ids listed.
-  api.get('/recent-names', async (req, res) => {
-    const raw = req.query.id;
-    const ids = (Array.isArray(raw) ? raw : raw === undefined ? [] : [raw]).map(String);
-    res.json({ names: await recentNames(deps.store, res.locals.tenant as Tenant, ids) });
-  });
+  api.get(
+    '/recent-names',
+    audited(deps.audit, { action: 'R', interaction: 'read', operation: 'recent-names' }),
+    async (req, res) => {
+      const raw = req.query.id;
+      const ids = (Array.isArray(raw) ? raw : raw === undefined ? [] : [raw]).map(String);
+      res.json({ names: await recentNames(deps.store, res.locals.tenant as Tenant, ids) });
+    },
+  );
   api.post(
     '/guards/:payer/reset',
     audited(deps.audit, { action: 'E', interaction: 'operation', operation: 'guard-reset' }),

@@ -3,7 +3,8 @@
  * A page session lives in the store (docs/signin.md): signed in at one replica, the same browser
  * is served by a second replica on the same PostgreSQL store and by a replica started after the
  * first stopped (a restart); while the store is down a session lookup answers 503 with
- * Retry-After, never 500, and the session is back with the store. Chromium against a real OpenID
+ * Retry-After, never 500, and the session is back with the store. Also a tenant whose client
+ * authenticates with private_key_jwt (`clientKeys`). Chromium against a real OpenID
  * provider on loopback, a PostgreSQL server of this test's own (stopped as a failover does).
  */
 import type { Browser, BrowserContext } from 'playwright-core';
@@ -31,7 +32,7 @@ beforeAll(async () => {
   ]);
   options = {
     databaseUrl: await postgres.createDatabase('signin_replicas'),
-    oidc: { a: provider.settings },
+    oidc: { a: provider.settings, b: provider.keySettings },
   };
 }, 60_000);
 
@@ -50,6 +51,31 @@ async function replica(): Promise<{ harness: Harness; base: string }> {
 }
 
 describe('a page session on PostgreSQL', () => {
+  it('signs a person in for a tenant whose client authenticates with private_key_jwt (clientKeys)', async () => {
+    const { base } = replicas[0]
+      ? { base: `http://localhost:${new URL(replicas[0].url).port}` }
+      : await replica();
+    provider.register(base);
+    const keyContext = await browser.newContext();
+    try {
+      const page = await keyContext.newPage();
+      await page.goto(`${base}/app/?tenant=clinic-b`);
+      await page.getByRole('link', { name: 'Sign in with your clinic account' }).click();
+      await page.locator('input[name=login]').fill('boss');
+      await page.locator('input[name=password]').fill('any password');
+      await page.locator('button[type=submit]').click();
+      await page.waitForURL(`${base}/app/`);
+      const session = await page.request.get(`${base}/app/api/session`);
+      expect(await session.json()).toMatchObject({
+        name: 'Omar Operator',
+        tenant: 'clinic-b',
+        operator: true,
+      });
+    } finally {
+      await keyContext.close();
+    }
+  });
+
   it('is served by a second replica and after a restart; a lookup while the store is down is 503', async () => {
     const one = await replica();
     const two = await replica();

@@ -268,6 +268,36 @@ describe('refused sign-ins', () => {
     expect(await sessionStatus(page)).toBe(401);
   });
 
+  it('a clinic without a clinic account, a callback without state, a sign-out without a session', async () => {
+    const login = await request(harness.url).get('/app/login?tenant=clinic-b');
+    expect(login.status).toBe(400);
+    expect(login.text).toContain('does not sign people in with a clinic account');
+    expect((await request(harness.url).get('/app/sign-in-options?tenant=clinic-b')).body).toEqual({
+      clinicAccount: false,
+    });
+    expect((await request(harness.url).get('/app/sign-in-options?tenant=clinic-a')).body).toEqual({
+      clinicAccount: true,
+    });
+    const start = await request(harness.url).get('/app/login?tenant=clinic-a');
+    expect(start.status).toBe(302);
+    const authorize = new URL(String(start.headers.location));
+    expect(`${authorize.origin}${authorize.pathname}`).toBe(`${provider.issuer}/auth`);
+    expect(Object.fromEntries(authorize.searchParams)).toMatchObject({
+      response_type: 'code',
+      client_id: 'eligibility-page',
+      redirect_uri: `${base}/app/callback`,
+      code_challenge_method: 'S256',
+    });
+    expect(authorize.searchParams.get('scope')?.split(' ')).toContain('openid');
+    for (const name of ['state', 'nonce', 'code_challenge'])
+      expect(authorize.searchParams.get(name)).toMatch(/.{22,}/);
+    expect((await request(harness.url).get('/app/callback?code=x')).status).toBe(400);
+    const out = await request(harness.url).post('/app/logout');
+    expect(out.status).toBe(303);
+    expect(out.headers.location).toBe(`${base}/app/`);
+    expect(String(out.headers['set-cookie'])).toContain('eligibility_session=;');
+  });
+
   it('a replayed state (the callback again): 400, no second session', async () => {
     const page = await newPage();
     let callback = '';
@@ -295,6 +325,8 @@ describe('refused sign-ins', () => {
     await signInAs(page, 'desk');
     expect(answers).toEqual([401]);
     expect(await page.locator('body').innerText()).toContain('could not be verified');
+    const content = await page.content();
+    expect([...codes, ...provider.issued].filter((secret) => content.includes(secret))).toEqual([]);
     expect((await page.context().cookies()).some((c) => c.name === 'eligibility_session')).toBe(false);
     expect(await sessionStatus(page)).toBe(401);
     const refused = (await auditEvents()).filter(

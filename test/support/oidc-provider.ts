@@ -20,6 +20,8 @@ import type { OidcSettings } from '../../src/config.js';
 export const PAGE_CLIENT_ID = 'eligibility-page';
 export const PAGE_CLIENT_SECRET = 'page-client-secret-for-tests-51c7e2a9';
 export const OPERATOR_ROLE = 'eligibility-operator';
+/** A second client of the page that authenticates with private_key_jwt (a tenant's `clientKeys`). */
+export const PAGE_KEY_CLIENT_ID = 'eligibility-page-keys';
 
 /** The people the provider knows: login name -> name and roles. */
 export const PEOPLE: Record<string, { name: string; roles: string[] }> = {
@@ -31,8 +33,10 @@ export type TokenMode = 'normal' | 'bad-nonce' | 'tampered';
 
 export interface TestProvider {
   issuer: string;
-  /** The tenant's `oidc` settings for this provider. */
+  /** The tenant's `oidc` settings for this provider (client_secret_basic). */
   settings: OidcSettings;
+  /** The same with `clientKeys` (private_key_jwt, ES256). */
+  keySettings: OidcSettings;
   /** Registers the page's client for an adapter at `adapterBase` (its redirect URIs) and starts answering. */
   register(adapterBase: string): void;
   /** How the token endpoint's next answers are changed (see above). */
@@ -59,6 +63,9 @@ export async function startOidcProvider(): Promise<TestProvider> {
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   const issuer = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
   const { privateKey } = await generateKeyPair('RS256', { extractable: true });
+  const clientPair = await generateKeyPair('ES256', { extractable: true });
+  const clientPrivate: JWK = { ...(await exportJWK(clientPair.privateKey)), kid: 'page-key-1', alg: 'ES256' };
+  const clientPublic: JWK = { ...(await exportJWK(clientPair.publicKey)), kid: 'page-key-1', alg: 'ES256' };
   const signingJwk: JWK = {
     ...(await exportJWK(privateKey)),
     kid: 'provider-key-1',
@@ -75,6 +82,13 @@ export async function startOidcProvider(): Promise<TestProvider> {
       rolesClaim: 'roles',
       operatorRoles: [OPERATOR_ROLE],
     },
+    keySettings: {
+      issuer,
+      clientId: PAGE_KEY_CLIENT_ID,
+      clientKeys: { keys: [clientPrivate] },
+      rolesClaim: 'roles',
+      operatorRoles: [OPERATOR_ROLE],
+    },
     mode: 'normal',
     issued: [],
     register(adapterBase) {
@@ -88,6 +102,16 @@ export async function startOidcProvider(): Promise<TestProvider> {
             response_types: ['code'],
             grant_types: ['authorization_code'],
             token_endpoint_auth_method: 'client_secret_basic',
+          },
+          {
+            client_id: PAGE_KEY_CLIENT_ID,
+            redirect_uris: [`${adapterBase}/app/callback`],
+            post_logout_redirect_uris: [`${adapterBase}/app/`],
+            response_types: ['code'],
+            grant_types: ['authorization_code'],
+            token_endpoint_auth_method: 'private_key_jwt',
+            token_endpoint_auth_signing_alg: 'ES256',
+            jwks: { keys: [clientPublic] },
           },
         ],
         jwks: { keys: [signingJwk] },
