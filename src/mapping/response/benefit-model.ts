@@ -129,10 +129,32 @@ const PERIOD_SCOPES: ReadonlySet<string> = new Set([
   'per policy',
 ]);
 
-/** The scope of a maximum as people read it: `per_admission` -> `per admission`, `admission` -> `per admission`. */
-export function scopeWords(scope: string): string {
+/** Texts the portal writes where it gives no scope (normalized). */
+const NO_SCOPES: ReadonlySet<string> = new Set([
+  '',
+  'nil',
+  'none',
+  'null',
+  'na',
+  'n a',
+  'not mentioned',
+  'not applicable',
+  'not specified',
+]);
+
+/** A scope of one or two words, with or without `per`: `per admission`, `Per_Case`, `lifetime`. */
+const READABLE_SCOPE = /^(?:per |each )?[a-z]+(?: [a-z]+)?$/;
+
+/**
+ * The scope of a maximum as people read it: `per_admission` -> `per admission`, `Case` ->
+ * `per case`; a longer text in the portal's words, quoted (`scope "A & B"`); undefined for no
+ * scope (`Nil`, a number, empty).
+ */
+export function scopeWords(scope: string): string | undefined {
   const words = normalizeLabel(scope);
-  return words.startsWith('per ') || words.includes(' ') ? words : `per ${words}`;
+  if (NO_SCOPES.has(words) || !/[a-z]/.test(words)) return undefined;
+  if (!READABLE_SCOPE.test(words)) return `(scope "${scope}")`;
+  return words.startsWith('per ') || words.startsWith('each ') ? words : `per ${words}`;
 }
 
 /** An inpatient line: of the inpatient category, or in the Inpatient block. */
@@ -149,11 +171,12 @@ function capScopeOf(item: Item): CapScope | undefined {
   if (item.term?.coding?.some((c) => c.system === BENEFIT_TERM_SYSTEM && c.code === 'annual'))
     return { kind: 'year', words: 'per year' };
   const text = item.term?.text;
-  if (!text) return undefined;
+  const words = text === undefined ? undefined : scopeWords(text);
+  if (text === undefined || words === undefined) return undefined;
   const normalized = normalizeLabel(text);
   if (VISIT_SCOPES.has(normalized)) return { kind: 'visit' };
-  if (PERIOD_SCOPES.has(normalized)) return { kind: 'year', words: scopeWords(text) };
-  return { kind: 'wider', words: scopeWords(text) };
+  if (PERIOD_SCOPES.has(normalized)) return { kind: 'year', words };
+  return { kind: 'wider', words };
 }
 
 /** Amount as people write it: `AED 50`, `AED 75.50`. */

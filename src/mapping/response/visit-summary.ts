@@ -333,11 +333,18 @@ function notesOf(rule: ShareRule, model: BenefitModel | undefined, label: string
   if (rule.kind === 'percent' && rule.percent > 0 && model?.scopedCap) {
     const amount = money(model.scopedCap.amount, model.currency);
     const scope = model.scopedCap.scope;
-    notes.push(
-      scope
-        ? `${label}: the maximum of ${amount} is ${scope}, not per visit: it is not applied to this fee as if per visit, since what the patient has already paid ${scope.replace(/^per /, 'this ')} is not known here; the patient pays at most ${amount} ${scope} in all.`
-        : `${label}: the portal gives the maximum of ${amount} on an inpatient line without its scope (per admission, per year...): it is not applied to this fee as if per visit.`,
-    );
+    if (scope === undefined)
+      notes.push(
+        `${label}: the portal gives the maximum of ${amount} on an inpatient line without its scope (per admission, per year...): it is not applied to this fee as if per visit.`,
+      );
+    else if (scope.startsWith('('))
+      notes.push(
+        `${label}: the portal gives the maximum of ${amount} with a scope this service does not read ${scope}: it is not applied to this fee as if per visit.`,
+      );
+    else
+      notes.push(
+        `${label}: the maximum of ${amount} is ${scope}, not per visit: it is not applied to this fee as if per visit, since what the patient has already paid ${scope.replace(/^(per|each) /, 'this ')} is not known here; the patient pays at most ${amount} ${scope} in all.`,
+      );
   }
   if (model?.capScopeAssumed && rule.kind === 'percent')
     notes.push(`${label}: the portal gives the maximum without its scope; it is read as per visit.`);
