@@ -9,7 +9,8 @@
  * portal's copay analysis first, its benefit list second, the form blocks (copay_details_to_fill)
  * last; in-network before out-of-network. Every choice and every reading of a figure is a note
  * (`$estimate` turns them into processNotes): the block or network chosen, a maximum read as per
- * visit, a deductible read as a per-visit amount, a yearly cap not applied, what other items say.
+ * visit, a maximum over another scope (per admission, per case) said in its words and not applied,
+ * a deductible read as a per-visit amount, a yearly cap not applied, what other items say.
  */
 import type {
   CodeableConcept,
