@@ -43,10 +43,49 @@ export interface Tenant {
   /** CDS Hooks clients (EHRs) of the tenant (docs/cds-hooks.md); absent = none. */
   cdsClients?: CdsClient[];
   /**
+   * People sign in to the page through this OpenID provider (docs/signin.md); the tenant's API
+   * keys then no longer open /app/api. Absent: the page's API-key sign-in.
+   */
+  oidc?: OidcSettings;
+  /** The page as a SMART app of the clinic's EHR (docs/smart-launch.md); absent = no launch. */
+  smartLaunch?: SmartLaunch;
+  /**
    * An Emirates ID whose check digit does not add up: refused before any upstream call (absent,
    * the default), or let through with a warning (`warn`). docs/request-mapping.md.
    */
   emiratesIdCheckDigit?: 'warn';
+}
+
+/**
+ * A tenant's OpenID Connect provider, the page's client at it, and which ID token claim carries
+ * the person's roles. https://openid.net/specs/openid-connect-core-1_0.html
+ */
+export interface OidcSettings {
+  /** The provider's issuer; its metadata is `<issuer>/.well-known/openid-configuration`. */
+  issuer: string;
+  clientId: string;
+  /** client_secret_basic; or clientKeys for private_key_jwt. */
+  clientSecret?: string;
+  /** A JWKS of private keys (private_key_jwt, the first signs). */
+  clientKeys?: { keys: Record<string, unknown>[] };
+  /** The ID token claim with the person's roles (a list or one string); default `roles`. */
+  rolesClaim: string;
+  /** A person with one of these roles may use the operator actions. */
+  operatorRoles: string[];
+}
+
+/**
+ * The page registered as a SMART app in the clinic's EHR: the EHR FHIR bases it may be launched
+ * from (`iss`), its client id there, and, for a confidential client, the private keys of its
+ * private_key_jwt assertions (absent: a public client).
+ * https://hl7.org/fhir/smart-app-launch/app-launch.html,
+ * https://hl7.org/fhir/smart-app-launch/client-confidential-asymmetric.html
+ */
+export interface SmartLaunch {
+  fhirBaseUrls: string[];
+  clientId: string;
+  /** Private JWKs (RS384 or ES384, each with its kid); the first signs. Never logged. */
+  clientKeys?: { keys: Record<string, unknown>[] };
 }
 
 /**
@@ -148,6 +187,10 @@ export interface Config {
   auditEvents: boolean;
   /** PREVISIT_LEAD_MINUTES: the re-check before an appointment, minutes before its start (docs/previsit.md). */
   previsitLeadMinutes: number;
+  /** SESSION_IDLE_MINUTES: a page session unused this long ends (docs/signin.md). */
+  sessionIdleMinutes: number;
+  /** SESSION_MAX_HOURS: a page session ends this long after sign-in, used or not. */
+  sessionMaxHours: number;
 }
 
 const SANDBOX_KEY = 'sandbox';
@@ -170,6 +213,13 @@ const httpUrl = z
   .url('must be an absolute URL')
   .refine((v) => /^https?:\/\//.test(v), 'must be http(s)')
   .transform((v) => v.replace(/\/+$/, ''));
+
+const positiveNumber = (message: string) =>
+  z
+    .string()
+    .regex(/^\d+(\.\d+)?$/, `must be ${message}`)
+    .transform(Number)
+    .pipe(z.number().positive(`must be ${message}`));
 
 const envSchema = z.object({
   PORT: intFrom(0).pipe(z.number().max(65535)).default(8080),
@@ -224,6 +274,8 @@ const envSchema = z.object({
     .transform(Number)
     .pipe(z.number().min(0).max(MAX_LEAD_MINUTES))
     .default(DEFAULT_PREVISIT_LEAD_MINUTES),
+  SESSION_IDLE_MINUTES: positiveNumber('a number of minutes > 0 (decimals allowed)').default(15),
+  SESSION_MAX_HOURS: positiveNumber('a number of hours > 0 (decimals allowed)').default(12),
   /** Comma-separated subscriptionEndpoints of the sandbox tenant (sandbox mode only). */
   SANDBOX_SUBSCRIPTION_ENDPOINTS: z.string().optional(),
 });
@@ -342,6 +394,54 @@ const cdsClientSchema = z
     'give exactly one of jwks and jwksUrl',
   );
 
+/**
+ * An EHR FHIR base a SMART launch may name as `iss`: https, or http to a loopback address (an EHR
+ * on the same host); no credentials, query or fragment; kept without a trailing slash.
+ */
+const ehrFhirBase = z
+  .string()
+  .refine(
+    (v) => isAllowedJwksUrl(v) && isUrlPrefix(v),
+    'fhirBaseUrls entries must be https (or http to a loopback address) without credentials, query or fragment',
+  )
+  .transform((v) => v.replace(/\/+$/, ''));
+
+/** A private key of a confidential SMART app: the SMART asymmetric profile's RS384 or ES384. */
+const smartLaunchKey = jwkSchema.extend({
+  kid: z.string().min(1),
+  alg: z.enum(['RS384', 'ES384']),
+  d: z.string().min(1, 'clientKeys must be private keys'),
+});
+
+const smartLaunchSchema = z.object({
+  fhirBaseUrls: z.array(ehrFhirBase).min(1).max(20),
+  clientId: z.string().min(1).max(256),
+  clientKeys: z.object({ keys: z.array(smartLaunchKey).min(1) }).optional(),
+});
+
+/**
+ * Where provider metadata may be read from: https, or http to a loopback address (a provider on
+ * the same host, as in tests). The same rule as a JWKS URL.
+ */
+export const isAllowedIssuer = isAllowedJwksUrl;
+
+const oidcSchema = (env: NodeJS.ProcessEnv) =>
+  z
+    .object({
+      issuer: z
+        .string()
+        .refine(isAllowedIssuer, 'oidc.issuer must be an https URL, or http to a loopback address'),
+      clientId: secretRef(env).pipe(z.string().min(1).max(256)),
+      clientSecret: secretRef(env).pipe(z.string().min(1)).optional(),
+      clientKeys: z.object({ keys: z.array(jwkSchema.extend({ d: z.string().min(1) })).min(1) }).optional(),
+      rolesClaim: z.string().min(1).max(128).default('roles'),
+      operatorRoles: z.array(z.string().min(1).max(128)).max(50).default([]),
+    })
+    .refine(
+      (o) => (o.clientSecret === undefined) !== (o.clientKeys === undefined),
+      'oidc: give exactly one of clientSecret and clientKeys',
+    );
+
 const tenantsSchema = (env: NodeJS.ProcessEnv) =>
   z.object({
     tenants: z
@@ -375,6 +475,8 @@ const tenantsSchema = (env: NodeJS.ProcessEnv) =>
             .refine(isTimeZone, 'timeZone must be an IANA time zone such as Asia/Dubai')
             .optional(),
           cdsClients: z.array(cdsClientSchema).default([]),
+          smartLaunch: smartLaunchSchema.optional(),
+          oidc: oidcSchema(env).optional(),
           emiratesIdCheckDigit: z
             .enum(['refuse', 'warn'], 'emiratesIdCheckDigit must be "refuse" or "warn"')
             .default('refuse'),
@@ -404,7 +506,14 @@ function loadTenants(file: string, env: NodeJS.ProcessEnv): Tenant[] {
   const ids = new Set<string>();
   const clientIds = new Set<string>();
   const issuers = new Set<string>();
+  const ehrBases = new Set<string>();
   return parsed.data.tenants.map((t) => {
+    for (const base of t.smartLaunch?.fhirBaseUrls ?? []) {
+      // A launch names its tenant by iss alone: one EHR FHIR base, one tenant.
+      if (ehrBases.has(base))
+        throw new ConfigError(`TENANTS_FILE: smartLaunch fhirBaseUrl ${base} appears twice`);
+      ehrBases.add(base);
+    }
     for (const client of t.cdsClients) {
       // A CDS Hooks JWT names its client by iss alone: one iss, one tenant.
       if (issuers.has(client.iss))
@@ -453,8 +562,29 @@ function loadTenants(file: string, env: NodeJS.ProcessEnv): Tenant[] {
             })),
           }
         : {}),
+      ...(t.smartLaunch
+        ? {
+            smartLaunch: {
+              fhirBaseUrls: t.smartLaunch.fhirBaseUrls,
+              clientId: t.smartLaunch.clientId,
+              ...(t.smartLaunch.clientKeys ? { clientKeys: t.smartLaunch.clientKeys } : {}),
+            },
+          }
+        : {}),
+      ...(t.oidc ? { oidc: oidcSettings(t.oidc) } : {}),
     };
   });
+}
+
+function oidcSettings(o: z.infer<ReturnType<typeof oidcSchema>>): OidcSettings {
+  return {
+    issuer: o.issuer.replace(/\/+$/, ''),
+    clientId: o.clientId,
+    ...(o.clientSecret ? { clientSecret: o.clientSecret } : {}),
+    ...(o.clientKeys ? { clientKeys: o.clientKeys } : {}),
+    rolesClaim: o.rolesClaim,
+    operatorRoles: o.operatorRoles,
+  };
 }
 
 /** The access-token signing keys: a JWKS file of private keys, each with its `kid` and `alg`. */
@@ -574,5 +704,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     tokenSigningKeys,
     auditEvents: e.AUDIT_EVENTS === 'on',
     previsitLeadMinutes: e.PREVISIT_LEAD_MINUTES,
+    sessionIdleMinutes: e.SESSION_IDLE_MINUTES,
+    sessionMaxHours: e.SESSION_MAX_HOURS,
   };
 }

@@ -13,8 +13,24 @@ export function canonical(
     | 'ConceptMap'
     | 'ValueSet'
     | 'OperationDefinition'
-    | 'SearchParameter',
+    | 'SearchParameter'
+    | 'ImplementationGuide'
+    | 'CapabilityStatement',
   id: string,
 ): string {
   return `${CANONICAL_BASE}/${type}/${id}`;
 }
+
+/**
+ * The profiles this service declares in meta.profile of what it emits (docs/validation.md). Built
+ * once: every mapped CER names one, so the strings are never rebuilt per check.
+ */
+export const PROFILES = {
+  eligibilityResponse: canonical('StructureDefinition', 'eligibility-response'),
+  eligibilityRequest: canonical('StructureDefinition', 'eligibility-request'),
+  portalCoverage: canonical('StructureDefinition', 'portal-coverage'),
+  estimateClaimResponse: canonical('StructureDefinition', 'estimate-claim-response'),
+} as const;
+
+/** The topic: one event per check, when its CER first becomes final (complete, partial or error). */
+export const ELIGIBILITY_FINAL_TOPIC = `${CANONICAL_BASE}/SubscriptionTopic/eligibility-final`;

@@ -12,8 +12,9 @@ import { asyncDelete } from '../operations/async.js';
 import { estimate } from '../operations/estimate.js';
 import { asyncStatusOrBatch, batch } from '../operations/batch.js';
 import { validateSubmit } from '../operations/validate.js';
-import { readConformance } from '../operations/conformance-read.js';
-import { capabilityStatement, type CapabilityFeatures } from '../operations/metadata.js';
+import { readConformance, searchConformance } from '../operations/conformance-read.js';
+import { packageTarball } from '../operations/conformance-package.js';
+import { CAPABILITY_DATE, capabilityStatement, type CapabilityFeatures } from '../operations/metadata.js';
 import { readRequest, readResponse, vreadResponse, type CerCache } from '../operations/read.js';
 import { searchRequests, searchResponses } from '../operations/search/index.js';
 import { searchDocumentReferences } from '../operations/document-references.js';
@@ -69,6 +70,11 @@ export interface FhirRouteDeps extends DocumentProxyDeps {
   security?: AuthenticateOptions & { audit?: AuditTrail; auditStore?: AuditStore };
   /** Metrics of pre-visit checks (a cancelled re-check). */
   onPrevisit?: (event: PrevisitEvent) => void;
+  /**
+   * Replaces the bearer authentication: the page's copy of these routes under /app/api/fhir is
+   * behind the page's own sign-in (src/http/app-page.ts).
+   */
+  authenticateWith?: RequestHandler;
 }
 
 /** Builds the FhirRequest of an express request (after authentication). */
@@ -117,12 +123,29 @@ export interface FhirRoutes {
 /** The /fhir routes: the router, and the routes the app matches ahead of it. */
 export function fhirRoutes(deps: FhirRouteDeps): FhirRoutes {
   const router = express.Router();
+  // The FHIR package (docs/validation.md), public and before content negotiation: it is no FHIR
+  // JSON, and a validator asks for it with whatever Accept it sends. Built now, not on a request.
+  void packageTarball();
+  router.get('/package.tgz', async (req, res) => {
+    const tgz = await packageTarball();
+    res.set({
+      'Content-Type': 'application/gzip',
+      'Content-Disposition': `attachment; filename="${tgz.fileName}"`,
+      'Cache-Control': 'public, max-age=3600',
+      ETag: tgz.etag,
+    });
+    if (req.fresh) res.status(304).end();
+    else res.status(200).send(tgz.bytes);
+  });
   router.use(negotiate);
-  const metadataDate = new Date().toISOString();
   router.get('/metadata', (_req, res) => {
-    sendResource(res, 200, capabilityStatement(deps.features, deps.baseUrl, deps.version, metadataDate));
+    sendResource(res, 200, capabilityStatement(deps.features, deps.baseUrl, deps.version, CAPABILITY_DATE));
   });
   for (const type of deps.features.conformance) {
+    // Canonical resolution: ?url=<canonical>[&version=] (docs/validation.md).
+    router.get(`/${type}`, (req, res) => {
+      sendAnswer(res, searchConformance(type, req.query, deps.baseUrl, req.header('prefer')));
+    });
     router.get(`/${type}/:id`, (req, res) => {
       sendAnswer(res, readConformance(type, String(req.params.id)));
     });
@@ -138,7 +161,7 @@ export function fhirRoutes(deps: FhirRouteDeps): FhirRoutes {
     res.status(200).json(smartConfiguration(deps.baseUrl));
   });
 
-  const auth = authenticate(deps.tenants, deps.security);
+  const auth = deps.authenticateWith ?? authenticate(deps.tenants, deps.security);
   router.use(auth);
   const audit = deps.security?.audit;
   const CER = 'CoverageEligibilityResponse';

@@ -6,7 +6,7 @@
 import express from 'express';
 import type { ErrorRequestHandler, RequestHandler, Response } from 'express';
 import type { AuditTrail } from '../checks/audit.js';
-import type { AuditAction, AuditRecord } from '../fhir/audit-event.js';
+import type { AuditAction, AuditOperation, AuditRecord } from '../fhir/audit-event.js';
 import { OperationOutcomeError, outcome } from '../fhir/outcomes.js';
 import type { Logger } from '../log.js';
 import { ASSERTION_ALGORITHMS, issueToken, OAuthError } from '../operations/auth/token-endpoint.js';
@@ -73,7 +73,7 @@ export function requireScope(type: string, permissions: string): RequestHandler 
 export interface AuditSpec {
   action: AuditAction;
   interaction: string;
-  operation?: string;
+  operation?: AuditOperation;
   /**
    * The relative reference of what the request concerned, read once the answer is written. A
    * list (a batch's checks) records one AuditEvent per reference.
@@ -142,6 +142,15 @@ export function auditRecords(
     outcome: status < 400 ? '0' : status < 500 ? '4' : '8',
   };
   if (spec.operation) record.operation = spec.operation;
+  const { person } = principal;
+  if (person) {
+    record.person = {
+      issuer: person.issuer,
+      subject: person.subject,
+      name: person.name,
+      ...(person.fhirUser ? { reference: person.fhirUser } : {}),
+    };
+  }
   if (status >= 400) record.outcomeDesc = note ?? `HTTP ${status}`;
   const entities = entity === undefined ? [undefined] : typeof entity === 'string' ? [entity] : entity;
   if (entities.length === 0) return [record];

@@ -6,7 +6,7 @@ import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { PassThrough } from 'node:stream';
-import type { CdsClient, Config, SmartClient, Tenant } from '../../src/config.js';
+import type { CdsClient, Config, OidcSettings, SmartClient, SmartLaunch, Tenant } from '../../src/config.js';
 import { hashApiKey } from '../../src/config.js';
 import type { UpstreamPort } from '../../src/upstream/port.js';
 import { createLogger } from '../../src/log.js';
@@ -69,6 +69,13 @@ export interface HarnessOptions {
   publicBaseUrl?: string;
   /** PREVISIT_LEAD_MINUTES (default 120). */
   previsitLeadMinutes?: number;
+  /** OpenID Connect sign-in of clinic-a and clinic-b (docs/signin.md). */
+  oidc?: { a?: OidcSettings; b?: OidcSettings };
+  /** SMART App Launch of the page from clinic-a's EHR (docs/smart-launch.md). */
+  smartLaunch?: { a?: SmartLaunch; b?: SmartLaunch };
+  /** SESSION_IDLE_MINUTES, SESSION_MAX_HOURS (defaults 15, 12). */
+  sessionIdleMinutes?: number;
+  sessionMaxHours?: number;
   /** LEASE_MS (default 60 s). */
   leaseMs?: number;
   /** EVIDENCE_MAX_BYTES (default 10 MiB). */
@@ -112,12 +119,16 @@ export function testConfig(upstreamUrl: string, options: HarnessOptions = {}): C
         ...tenant('clinic-a', TENANT_A_KEY, options.maxInFlight ?? 3, options.reuseWindowMinutes ?? 0),
         smartClients: options.smartClients?.a ?? [],
         ...(options.cdsClients?.a ? { cdsClients: options.cdsClients.a } : {}),
+        ...(options.oidc?.a ? { oidc: options.oidc.a } : {}),
+        ...(options.smartLaunch?.a ? { smartLaunch: options.smartLaunch.a } : {}),
         ...(options.emiratesIdCheckDigit?.a ? { emiratesIdCheckDigit: options.emiratesIdCheckDigit.a } : {}),
       },
       {
         ...tenant('clinic-b', TENANT_B_KEY, options.maxInFlight ?? 3, options.reuseWindowMinutes ?? 0),
         smartClients: options.smartClients?.b ?? [],
         ...(options.cdsClients?.b ? { cdsClients: options.cdsClients.b } : {}),
+        ...(options.oidc?.b ? { oidc: options.oidc.b } : {}),
+        ...(options.smartLaunch?.b ? { smartLaunch: options.smartLaunch.b } : {}),
         ...(options.emiratesIdCheckDigit?.b ? { emiratesIdCheckDigit: options.emiratesIdCheckDigit.b } : {}),
       },
     ].map((t) =>
@@ -142,6 +153,8 @@ export function testConfig(upstreamUrl: string, options: HarnessOptions = {}): C
     tokenSigningKeys: options.tokenSigningKeys ?? [],
     auditEvents: options.auditEvents ?? true,
     previsitLeadMinutes: options.previsitLeadMinutes ?? 120,
+    sessionIdleMinutes: options.sessionIdleMinutes ?? 15,
+    sessionMaxHours: options.sessionMaxHours ?? 12,
     ...(options.evidenceMaxBytes !== undefined ? { evidenceMaxBytes: options.evidenceMaxBytes } : {}),
     evidenceRetryMs: options.evidenceRetryMs ?? 50,
   };

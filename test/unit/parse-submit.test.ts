@@ -14,7 +14,7 @@ import type {
   Resource,
 } from 'fhir/r4.js';
 import { describe, expect, it } from 'vitest';
-import { CANONICAL_BASE } from '../../src/fhir/canonical.js';
+import { CANONICAL_BASE, PROFILES } from '../../src/fhir/canonical.js';
 import { OperationOutcomeError } from '../../src/fhir/outcomes.js';
 import { parseSubmit, type ParseSubmitOptions } from '../../src/mapping/request/parse-submit.js';
 import { normalizeEmiratesId } from '../../src/mapping/request/patient.js';
@@ -213,7 +213,8 @@ describe('parseSubmit: the three input shapes and every reference kind', () => {
       identifier: { type: type('NI'), system: EID_SYSTEM, value: '784-1990-1234567-6' },
     });
     expect(input.request.id).toBeUndefined();
-    expect(input.request.meta).toBeUndefined();
+    // The client's meta is dropped; the stored request names this service's profile.
+    expect(input.request.meta).toEqual({ profile: [PROFILES.eligibilityRequest] });
     expectValidFhir(input.request);
   });
 
@@ -279,11 +280,11 @@ describe('parseSubmit: the three input shapes and every reference kind', () => {
     expectValidFhir(input.request);
   });
 
-  it('keeps the contained resources of a contained-style request and drops only id and meta', async () => {
+  it("keeps the contained resources of a contained-style request, drops only id and the client's meta, and names its profile", async () => {
     const body = request();
     const { request: stored } = await parseSubmit(body, options);
     const { id: _id, meta: _meta, ...rest } = body;
-    expect(stored).toEqual(rest);
+    expect(stored).toEqual({ ...rest, meta: { profile: [PROFILES.eligibilityRequest] } });
   });
 
   it('looks each literal reference up once, and keeps it literal in the stored request', async () => {

@@ -6,6 +6,7 @@
 import type { CoverageEligibilityRequest } from 'fhir/r4.js';
 import type { CheckInput } from '../../mapping/types.js';
 import type { Check, CheckStore, DateRange, NewCheck } from './check-store.js';
+import type { SessionStore } from './session-store.js';
 import type { EvidenceStore } from './evidence-store.js';
 
 /**
@@ -14,6 +15,7 @@ import type { EvidenceStore } from './evidence-store.js';
  */
 export type Store = CheckStore & {
   readonly appointments: AppointmentStore;
+  readonly sessions: SessionStore;
   /** The kept documents of final answers (evidence-store.ts). */
   readonly evidence: EvidenceStore;
 };

@@ -7,12 +7,11 @@
  * with a lease like a check, so one replica at a time sends a subscription's events, in order.
  */
 import type { CoverageEligibilityResponse, Subscription } from 'fhir/r4.js';
-import { CANONICAL_BASE } from '../../fhir/canonical.js';
+import { ELIGIBILITY_FINAL_TOPIC } from '../../fhir/canonical.js';
 
 type CerOutcome = CoverageEligibilityResponse['outcome'];
 
-/** The topic: one event per check, when its CER first becomes final (complete, partial or error). */
-export const ELIGIBILITY_FINAL_TOPIC = `${CANONICAL_BASE}/SubscriptionTopic/eligibility-final`;
+export { ELIGIBILITY_FINAL_TOPIC };
 
 /** https://hl7.org/fhir/R4/valueset-subscription-status.html */
 export const SUBSCRIPTION_STATUSES = ['requested', 'active', 'error', 'off'] as const;

@@ -17,6 +17,8 @@ const INPUT_PROFILE_ID = 'submit-parameters';
 /** The fields every conformance resource of this service shares (version, status, publisher). */
 export interface CommonFields {
   version: string;
+  /** The date of this version of the conformance resources (never a clock reading). */
+  date: string;
   status: 'active';
   publisher: string;
 }

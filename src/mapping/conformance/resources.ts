@@ -19,11 +19,14 @@ import { canonical } from '../../fhir/canonical.js';
 import { loadMappingTable } from '../mapping-table.js';
 import { allAdapterErrors } from '../response/adapter-errors.js';
 import { EXTENSION_IDS, OUTCOME_SYSTEM, SERVICE_CATEGORY_SYSTEM } from '../response/codes.js';
+import { backportResources } from './backport.js';
 import { conceptMaps } from './concept-maps.js';
 import { operationResources } from './operations.js';
+import { profileDefinitions } from './profiles.js';
 import { searchParameterResources } from './search-parameters.js';
 import { outcomeRules } from '../response/outcome-rules.js';
 import { serviceCategories } from '../response/vocabulary.js';
+import { visitTypeGroups } from '../request/tables.js';
 
 const TYPES = [
   'string',
@@ -71,6 +74,7 @@ const extensionSchema = z
 const extensionsTableSchema = z.object({
   description: z.string(),
   version: z.string(),
+  date: z.iso.date(),
   publisher: z.string(),
   extensions: z.array(extensionSchema),
 });
@@ -92,8 +96,10 @@ const codeSystemsTableSchema = z.object({
 const extensionsTable = loadMappingTable('conformance/extensions.json', extensionsTableSchema);
 const codeSystemsTable = loadMappingTable('conformance/code-systems.json', codeSystemsTableSchema);
 
-const common = {
+/** The version, date, status and publisher every conformance resource of the service carries. */
+export const common = {
   version: extensionsTable.version,
+  date: extensionsTable.date,
   status: 'active' as const,
   publisher: extensionsTable.publisher,
 };
@@ -256,6 +262,23 @@ function serviceCategoryCodeSystem(): CodeSystem {
   return cs;
 }
 
+/** This service's own visit-type codes, which a request may send in item.category (mappings/visit-types.json). */
+function visitTypeCodeSystem(): CodeSystem {
+  const url = canonical('CodeSystem', 'visit-type');
+  const rows = visitTypeGroups().find((g) => g.source === url)?.element ?? [];
+  return codeSystem(
+    'visit-type',
+    'VisitType',
+    'Visit types',
+    'Visit types a request may name directly in CoverageEligibilityRequest.item.category, each sent to the payer portal as the visit type and service of mappings/visit-types.json (ConceptMap benefit-category-to-visit-type).',
+    rows.map((r) => ({
+      code: r.code,
+      display: r.display ?? r.title,
+      definition: `Asks the payer portal about ${r.title} (visit type ${r.visitType}).`,
+    })),
+  );
+}
+
 function valueSetOf(id: string, name: string, title: string, description: string): ValueSet {
   return {
     resourceType: 'ValueSet',
@@ -276,9 +299,11 @@ export function conformanceResources(): Resource[] {
   if (built) return built;
   const tables = codeSystemsTable.codeSystems;
   built = [
+    ...profileDefinitions(common),
     ...extensionsTable.extensions.map(structureDefinition),
     outcomeCodeSystem(),
     serviceCategoryCodeSystem(),
+    visitTypeCodeSystem(),
     ...tables.map((t) => codeSystem(t.id, t.name, t.title, t.description, t.concepts)),
     // A ValueSet of all codes, for a code-valued sub-extension bound to it.
     ...tables.filter((t) => t.valueSet).map((t) => valueSetOf(t.id, t.name, t.title, t.description)),
@@ -287,6 +312,8 @@ export function conformanceResources(): Resource[] {
     ...operationResources(common),
     // `serviced` on CoverageEligibilityRequest (issue 26).
     ...searchParameterResources(common),
+    // What the Subscriptions backport defines and the service uses, copied in (issue 33).
+    ...backportResources(),
   ];
   return built;
 }

@@ -7,17 +7,23 @@
  * https://hl7.org/fhir/R4/references.html#contained
  */
 import type { BundleEntry, CoverageEligibilityRequest, Resource } from 'fhir/r4.js';
+import { PROFILES } from '../../fhir/canonical.js';
 import { list, type SubmitBody } from './submit-body.js';
 import { findBundleEntry } from './references.js';
 
 /** The request to store, from a validated submit body. */
 export function normalizeRequest(body: SubmitBody): CoverageEligibilityRequest {
-  const request = structuredClone(body.request);
-  delete request.id;
-  delete request.meta;
+  const { id: _id, meta: _meta, resourceType, ...rest } = structuredClone(body.request);
+  // The client's profiles are not this service's claim: the stored request names its own.
+  const request: CoverageEligibilityRequest = { resourceType, meta: storedRequestMeta(), ...rest };
   if (body.bundle) containBundleResources(request, body.bundle.entries);
   dropUnreferencedContained(request);
   return request;
+}
+
+/** meta of a stored request: its profile (docs/validation.md). */
+export function storedRequestMeta(): { profile: string[] } {
+  return { profile: [PROFILES.eligibilityRequest] };
 }
 
 /**

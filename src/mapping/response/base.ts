@@ -10,6 +10,7 @@ import type {
   CoverageEligibilityResponseError,
   Extension,
 } from 'fhir/r4.js';
+import { PROFILES } from '../../fhir/canonical.js';
 import type { CerContext } from '../types.js';
 import type { Envelope, WarningEntry } from '../../upstream/contract.js';
 import { OUTCOME_SYSTEM, complexExtension, fhirText, stringPart } from './codes.js';
@@ -78,6 +79,7 @@ export function baseCer(
   const cer: CoverageEligibilityResponse = {
     resourceType: 'CoverageEligibilityResponse',
     id: ctx.checkId,
+    meta: { profile: [PROFILES.eligibilityResponse] },
     ...(extra.contained?.length ? { contained: extra.contained } : {}),
     ...(extra.extension?.length ? { extension: extra.extension } : {}),
     status: 'active',
@@ -93,9 +95,9 @@ export function baseCer(
     ...(extra.insurance?.length ? { insurance: extra.insurance } : {}),
     ...(extra.error?.length ? { error: extra.error } : {}),
   };
-  // R4 element order: text right after id.
-  const { resourceType, id, ...rest } = cer;
-  return { resourceType, id, text: narrativeOf(cer, askedOf(ctx.request)), ...rest };
+  // R4 element order: text right after id and meta.
+  const { resourceType, id, meta, ...rest } = cer;
+  return { resourceType, id, meta, text: narrativeOf(cer, askedOf(ctx.request)), ...rest };
 }
 
 /** The categories the request asked: its item[].category, for the visit summary. */

@@ -12,6 +12,7 @@ import type {
   Identifier,
   Reference,
 } from 'fhir/r4.js';
+import { PROFILES } from '../../fhir/canonical.js';
 import type { ResultData } from '../../upstream/contract.js';
 import { COVERAGE_CLASS_SYSTEM, V2_0203_SYSTEM, coding, concept, fhirText } from './codes.js';
 import { costSharesOf } from './cost-shares.js';
@@ -70,6 +71,8 @@ export function coverageOf(data: ResultData, options: InsuranceOptions): Coverag
   const coverage: Coverage = {
     resourceType: 'Coverage',
     id: options.coverageId,
+    // A contained resource may name its profile (dom-4 forbids only versionId and lastUpdated).
+    meta: { profile: [PROFILES.portalCoverage] },
     ...(details ? { extension: [details] } : {}),
     ...(numbers.length > 0 ? { identifier: memberIdentifiers(numbers) } : {}),
     status: 'active',

@@ -14,6 +14,7 @@ import type {
   CoverageEligibilityResponse,
   CoverageEligibilityResponseInsuranceItem as Item,
 } from 'fhir/r4.js';
+import { PROFILES } from '../../fhir/canonical.js';
 import type { Share } from './benefit-model.js';
 import { money, shareOf } from './benefit-model.js';
 import type { VisitLine } from './visit-summary.js';
@@ -138,6 +139,7 @@ export function estimateClaimResponse(
   if (left.length > 0) note(totalsNote(estimates, left, counted.length));
   return {
     resourceType: 'ClaimResponse',
+    meta: { profile: [PROFILES.estimateClaimResponse] },
     status: 'active',
     type: { coding: [{ system: CLAIM_TYPE_SYSTEM, code: 'professional' }] },
     use: 'predetermination',
