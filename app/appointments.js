@@ -1,15 +1,16 @@
 /**
  * The Appointments section (docs/previsit.md): the appointments of a chosen day (default today in
  * the clinic's time zone), one row each with its time, the patient's name as given, the payer and
- * its state in words, each opening its latest answer in the result section.
+ * its state in words, each opening its latest answer in the result section. On a narrow screen
+ * each row is a card of `column: value` lines (style.css); an empty day shows only its sentence.
  */
 import { call, outcomeText } from './api.js';
 import { $, bdi, el } from './dom.js';
 
-const cell = (tag, text) => el(tag, { text });
+const cell = (label, text) => el('td', { text, 'data-label': label });
 
 /** A name or payer that may be Arabic, isolated (and cleaned of bidi controls) inside this page. */
-const isolated = (text) => el('td', {}, bdi(text));
+const isolated = (label, text) => el('td', { 'data-label': label }, bdi(text));
 
 /** Loads the day's appointments; `open(path)` shows an answer. Returns the HTTP status. */
 export async function loadAppointments(open) {
@@ -19,32 +20,46 @@ export async function loadAppointments(open) {
   if (found.status !== 200) {
     $('appointments-note').textContent = outcomeText(found.json, found.status);
     body.replaceChildren();
+    $('appointments-table').hidden = true;
     return found.status;
   }
   if (!day) $('appointments-day').value = found.json.day;
   const rows = found.json.rows;
   $('appointments-note').textContent = rows.length === 0 ? 'No appointments on this day.' : '';
+  // No header without rows: an empty day is the sentence alone.
+  $('appointments-table').hidden = rows.length === 0;
   body.replaceChildren(
     ...rows.map((row) => {
       const tr = document.createElement('tr');
-      const button = cell('button', 'Open');
-      button.type = 'button';
-      button.setAttribute('aria-label', `Open the answer for ${row.time}`);
+      const button = el('button', {
+        text: 'Open',
+        type: 'button',
+        'aria-label': `Open the answer for ${row.time}`,
+      });
       button.addEventListener('click', () => open(row.answer));
-      const action = document.createElement('td');
-      action.append(button);
-      tr.append(cell('td', row.time), isolated(row.name), isolated(row.payer), cell('td', row.state), action);
+      const action = el('td', { class: 'action' }, button);
+      tr.append(
+        cell('Time', row.time),
+        isolated('Patient', row.name),
+        isolated('Payer', row.payer),
+        cell('State', row.state),
+        action,
+      );
       return tr;
     }),
   );
   return found.status;
 }
 
-/** Wires the day input: a change loads that day. */
-export function startAppointments(open) {
+/** Wires the day input: a change loads that day. `signedOut()` when the service no longer knows the caller. */
+export function startAppointments(open, signedOut) {
+  const load = () =>
+    void loadAppointments(open).then((status) => {
+      if (status === 401) signedOut();
+    });
   $('appointments-form').addEventListener('submit', (event) => {
     event.preventDefault();
-    void loadAppointments(open);
+    load();
   });
-  $('appointments-day').addEventListener('change', () => void loadAppointments(open));
+  $('appointments-day').addEventListener('change', load);
 }

@@ -3,7 +3,7 @@
  * recent checks, and the operator view. Plain ES modules on this service's own FHIR API and
  * /app/api/ (docs/front-desk.md); nothing is loaded from anywhere else.
  */
-import { call, outcomeText, pathOf, session } from './api.js';
+import { call, endSession, fetchRaw, outcomeText, pathOf, readSession, session } from './api.js';
 import { loadAppointments, startAppointments } from './appointments.js';
 import { setTimeZone, when } from './clock.js';
 import { $, bdi, el } from './dom.js';
@@ -32,13 +32,24 @@ function newIdentifier() {
 
 async function signIn(key) {
   const payers = await call('/app/api/payers', { key });
-  if (payers.status === 401) return 'This API key is not valid.';
+  if (payers.status === 401) {
+    return payers.json?.issue?.[0]?.details?.text?.includes('clinic account')
+      ? 'This clinic signs people in with their clinic account: use the button below.'
+      : 'This API key is not valid.';
+  }
   if (payers.status !== 200) return outcomeText(payers.json, payers.status);
+  session.key = key;
+  const error = await enter(payers, key);
+  if (error) session.key = null;
+  return error;
+}
+
+/** Opens the workspace once signed in (key or session): the form's lists, the clinic's zone. */
+async function enter(payers, key) {
   const visitTypes = await call('/app/api/visit-types', { key });
   if (visitTypes.status !== 200) return outcomeText(visitTypes.json, visitTypes.status);
   const settings = await call('/app/api/settings', { key });
   if (settings.status !== 200) return outcomeText(settings.json, settings.status);
-  session.key = key;
   setTimeZone(settings.json.timeZone);
   fillPayers(payers.json);
   for (const v of visitTypes.json.visitTypes) categoryOfVisitType.set(`${v.system}|${v.code}`, v.category);
@@ -49,6 +60,12 @@ async function signIn(key) {
   $('sign-in').hidden = true;
   $('workspace').hidden = false;
   $('sign-out').hidden = false;
+  // A person without an operator role is not offered the operator view (the API refuses it too).
+  $('tab-operator').hidden = Boolean(session.person && !session.person.operator);
+  if (session.person) {
+    $('signed-in-as').hidden = false;
+    $('signed-in-as').textContent = `Signed in as ${session.person.name}`;
+  }
   selectTab('desk');
   $('patient-id').focus();
   void loadRecent();
@@ -110,7 +127,16 @@ function showPayerName() {
         (code ? 'A payer code the list does not name: it is sent as typed.' : 'Type a payer code.'));
 }
 
+/**
+ * Back to the sign-in: the key forgotten; a person's session that the service no longer knows
+ * (ended, timed out) is only left, the Sign out button ends a live one (endSession).
+ */
 function signOut() {
+  if (session.person) {
+    session.person = null;
+    $('sign-in-error').textContent = 'Your session has ended: sign in again.';
+  }
+  $('signed-in-as').hidden = true;
   session.key = null;
   stopPolling();
   $('workspace').hidden = true;
@@ -313,11 +339,7 @@ async function askEstimate() {
 
 async function openDocument(url, title) {
   if (!url) return;
-  const response = await fetch(pathOf(url), {
-    headers: { Authorization: `Bearer ${session.key}` },
-    credentials: 'omit',
-    cache: 'no-store',
-  });
+  const response = await fetchRaw(pathOf(url));
   if (!response.ok) {
     progress('The document could not be fetched from the payer portal now.');
     return;
@@ -575,7 +597,20 @@ function start() {
       if (error) $('sign-in-error').textContent = error;
     });
   });
-  $('sign-out').addEventListener('click', signOut);
+  $('sign-out').addEventListener('click', () => {
+    if (session.person) void endSession();
+    else signOut();
+  });
+  // A link, not a form: the sign-in goes on at the clinic's own sign-in service (another origin).
+  $('clinic-id').addEventListener('input', clinicLink);
+  $('clinic-id').addEventListener('keydown', (event) => {
+    if (event.key === 'Enter') $('clinic-sign-in-link').click();
+  });
+  $('clinic-sign-in-link').addEventListener('click', (event) => {
+    if ($('clinic-id').value.trim() !== '') return;
+    event.preventDefault();
+    $('clinic-id').focus();
+  });
   for (const id of ['tab-desk', 'tab-operator']) {
     $(id).addEventListener('click', () => selectTab(id === 'tab-desk' ? 'desk' : 'operator'));
     $(id).addEventListener('keydown', tabKeys);
@@ -601,7 +636,7 @@ function start() {
     void askEstimate();
   });
   $('check-again').addEventListener('click', () => void checkAgain());
-  startAppointments(openAnswer);
+  startAppointments(openAnswer, signOut);
   $('recent-form').addEventListener('submit', (event) => {
     event.preventDefault();
     void loadRecent();
@@ -611,8 +646,43 @@ function start() {
   // A link followed in a tab where the page is already open only changes the hash: open it too
   // (signed out, sign-in opens it).
   window.addEventListener('hashchange', () => {
-    if (session.key) openLinkedAnswer();
+    if (session.key || session.person) openLinkedAnswer();
   });
+  void resume();
+}
+
+/** A clinic whose people sign in with their clinic account is offered only that (docs/signin.md). */
+async function offerClinicAccount(clinic) {
+  const response = await fetch(`/app/sign-in-options?tenant=${encodeURIComponent(clinic)}`, {
+    headers: { Accept: 'application/json' },
+    credentials: 'omit',
+  }).catch(() => null);
+  const options = response?.ok ? await response.json() : null;
+  if (!options?.clinicAccount) return;
+  $('sign-in-form').hidden = true;
+  $('sign-in-or').hidden = true;
+  $('clinic-sign-in-link').focus();
+}
+
+function clinicLink() {
+  const clinic = $('clinic-id').value.trim();
+  $('clinic-sign-in-link').href = `/app/login?tenant=${encodeURIComponent(clinic)}`;
+}
+
+/** A person's session (after the clinic's sign-in sent the browser back here), else the tab's key. */
+async function resume() {
+  const clinic = new URLSearchParams(window.location.search).get('tenant');
+  if (clinic) $('clinic-id').value = clinic;
+  clinicLink();
+  if (clinic) void offerClinicAccount(clinic);
+  const person = await readSession().catch(() => null);
+  if (person) {
+    session.person = person;
+    const payers = await call('/app/api/payers');
+    const error = payers.status === 200 ? await enter(payers) : outcomeText(payers.json, payers.status);
+    if (error) signOut();
+    return;
+  }
   if (session.key) {
     void signIn(session.key).then((error) => {
       if (error) signOut();

@@ -4,6 +4,9 @@
  * process read from /proc (user + sys, not wall time).
  */
 import { execFile } from 'node:child_process';
+import { IncomingMessage, ServerResponse } from 'node:http';
+import type { Socket } from 'node:net';
+import { Duplex } from 'node:stream';
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { cpus, loadavg, totalmem } from 'node:os';
 import { promisify } from 'node:util';
@@ -23,6 +26,42 @@ export type { ServiceProcess } from '../test/support/process.js';
 export { until } from '../test/support/until.js';
 
 const run = promisify(execFile);
+
+/** A socket that takes every write and answers nothing (a request answered in process). */
+class Sink extends Duplex {
+  override _write(_chunk: unknown, _encoding: BufferEncoding, callback: () => void): void {
+    callback();
+  }
+
+  override _read(): void {}
+}
+
+/**
+ * One GET through a request handler (the service's express app) on a mock socket, without the
+ * network; resolves with the status once the answer is finished.
+ */
+export function getInProcess(
+  handle: (req: IncomingMessage, res: ServerResponse) => void,
+  path: string,
+  headers: Record<string, string>,
+): Promise<number> {
+  return new Promise((done) => {
+    const socket = new Sink() as unknown as Socket;
+    const req = new IncomingMessage(socket);
+    req.method = 'GET';
+    req.url = path;
+    req.httpVersionMajor = 1;
+    req.httpVersionMinor = 1;
+    req.httpVersion = '1.1';
+    req.headers = { host: 'localhost', connection: 'keep-alive', ...headers };
+    req.complete = true;
+    req.push(null);
+    const res = new ServerResponse(req);
+    res.assignSocket(socket);
+    res.on('finish', () => done(res.statusCode));
+    handle(req, res);
+  });
+}
 
 /**
  * One `$submit` of the benches' found-eligible body (a new request identifier each time, one

@@ -17,10 +17,7 @@
  * bench/results/read-in-process.json. Not the network: the socket writes and the request log's
  * write to a pipe are not in it (bench/README.md, figure 2).
  */
-import { IncomingMessage, ServerResponse } from 'node:http';
-import type { Socket } from 'node:net';
 import { join, resolve } from 'node:path';
-import { Duplex } from 'node:stream';
 import { fileURLToPath } from 'node:url';
 import type { Express } from 'express';
 import type * as LogModule from '../src/log.js';
@@ -28,7 +25,7 @@ import type * as ServerModule from '../src/server.js';
 import { startSandbox } from '../src/sandbox/index.js';
 import { testConfig, TENANT_A_KEY, UPSTREAM_KEY } from '../test/support/harness.js';
 import { eligibilityRequest } from '../test/support/requests.js';
-import { machine, record } from './lib.js';
+import { getInProcess, machine, record } from './lib.js';
 
 /** The source measured: this checkout, or BENCH_SOURCE (another checkout, same node_modules). */
 const ROOT = resolve(process.env.BENCH_SOURCE ?? fileURLToPath(new URL('..', import.meta.url)));
@@ -37,15 +34,6 @@ const rounds = Number(process.env.BENCH_ROUNDS ?? 30);
 const previous = process.env.BENCH_PREVIOUS;
 const auditPair = process.env.BENCH_AUDIT === 'pair';
 const auth = `Bearer ${TENANT_A_KEY}`;
-
-/** A socket that takes every write and answers nothing. */
-class Sink extends Duplex {
-  override _write(_chunk: unknown, _encoding: BufferEncoding, callback: () => void): void {
-    callback();
-  }
-
-  override _read(): void {}
-}
 
 interface Side {
   source: string;
@@ -57,22 +45,7 @@ interface Side {
 
 /** One read through the app; resolves with the status once the answer is finished. */
 function read(app: Express, path: string): Promise<number> {
-  return new Promise((done) => {
-    const socket = new Sink() as unknown as Socket;
-    const req = new IncomingMessage(socket);
-    req.method = 'GET';
-    req.url = path;
-    req.httpVersionMajor = 1;
-    req.httpVersionMinor = 1;
-    req.httpVersion = '1.1';
-    req.headers = { host: 'localhost', authorization: auth, connection: 'keep-alive' };
-    req.complete = true;
-    req.push(null);
-    const res = new ServerResponse(req);
-    res.assignSocket(socket);
-    res.on('finish', () => done(res.statusCode));
-    app(req, res);
-  });
+  return getInProcess(app, path, { authorization: auth });
 }
 
 async function reads(side: Side, count: number): Promise<void> {

@@ -43,10 +43,33 @@ export interface Tenant {
   /** CDS Hooks clients (EHRs) of the tenant (docs/cds-hooks.md); absent = none. */
   cdsClients?: CdsClient[];
   /**
+   * People sign in to the page through this OpenID provider (docs/signin.md); the tenant's API
+   * keys then no longer open /app/api. Absent: the page's API-key sign-in.
+   */
+  oidc?: OidcSettings;
+  /**
    * An Emirates ID whose check digit does not add up: refused before any upstream call (absent,
    * the default), or let through with a warning (`warn`). docs/request-mapping.md.
    */
   emiratesIdCheckDigit?: 'warn';
+}
+
+/**
+ * A tenant's OpenID Connect provider, the page's client at it, and which ID token claim carries
+ * the person's roles. https://openid.net/specs/openid-connect-core-1_0.html
+ */
+export interface OidcSettings {
+  /** The provider's issuer; its metadata is `<issuer>/.well-known/openid-configuration`. */
+  issuer: string;
+  clientId: string;
+  /** client_secret_basic; or clientKeys for private_key_jwt. */
+  clientSecret?: string;
+  /** A JWKS of private keys (private_key_jwt, the first signs). */
+  clientKeys?: { keys: Record<string, unknown>[] };
+  /** The ID token claim with the person's roles (a list or one string); default `roles`. */
+  rolesClaim: string;
+  /** A person with one of these roles may use the operator actions. */
+  operatorRoles: string[];
 }
 
 /**
@@ -139,6 +162,10 @@ export interface Config {
   auditEvents: boolean;
   /** PREVISIT_LEAD_MINUTES: the re-check before an appointment, minutes before its start (docs/previsit.md). */
   previsitLeadMinutes: number;
+  /** SESSION_IDLE_MINUTES: a page session unused this long ends (docs/signin.md). */
+  sessionIdleMinutes: number;
+  /** SESSION_MAX_HOURS: a page session ends this long after sign-in, used or not. */
+  sessionMaxHours: number;
 }
 
 const SANDBOX_KEY = 'sandbox';
@@ -161,6 +188,13 @@ const httpUrl = z
   .url('must be an absolute URL')
   .refine((v) => /^https?:\/\//.test(v), 'must be http(s)')
   .transform((v) => v.replace(/\/+$/, ''));
+
+const positiveNumber = (message: string) =>
+  z
+    .string()
+    .regex(/^\d+(\.\d+)?$/, `must be ${message}`)
+    .transform(Number)
+    .pipe(z.number().positive(`must be ${message}`));
 
 const envSchema = z.object({
   PORT: intFrom(0).pipe(z.number().max(65535)).default(8080),
@@ -213,6 +247,8 @@ const envSchema = z.object({
     .transform(Number)
     .pipe(z.number().min(0).max(MAX_LEAD_MINUTES))
     .default(DEFAULT_PREVISIT_LEAD_MINUTES),
+  SESSION_IDLE_MINUTES: positiveNumber('a number of minutes > 0 (decimals allowed)').default(15),
+  SESSION_MAX_HOURS: positiveNumber('a number of hours > 0 (decimals allowed)').default(12),
   /** Comma-separated subscriptionEndpoints of the sandbox tenant (sandbox mode only). */
   SANDBOX_SUBSCRIPTION_ENDPOINTS: z.string().optional(),
 });
@@ -331,6 +367,29 @@ const cdsClientSchema = z
     'give exactly one of jwks and jwksUrl',
   );
 
+/**
+ * Where provider metadata may be read from: https, or http to a loopback address (a provider on
+ * the same host, as in tests). The same rule as a JWKS URL.
+ */
+export const isAllowedIssuer = isAllowedJwksUrl;
+
+const oidcSchema = (env: NodeJS.ProcessEnv) =>
+  z
+    .object({
+      issuer: z
+        .string()
+        .refine(isAllowedIssuer, 'oidc.issuer must be an https URL, or http to a loopback address'),
+      clientId: secretRef(env).pipe(z.string().min(1).max(256)),
+      clientSecret: secretRef(env).pipe(z.string().min(1)).optional(),
+      clientKeys: z.object({ keys: z.array(jwkSchema.extend({ d: z.string().min(1) })).min(1) }).optional(),
+      rolesClaim: z.string().min(1).max(128).default('roles'),
+      operatorRoles: z.array(z.string().min(1).max(128)).max(50).default([]),
+    })
+    .refine(
+      (o) => (o.clientSecret === undefined) !== (o.clientKeys === undefined),
+      'oidc: give exactly one of clientSecret and clientKeys',
+    );
+
 const tenantsSchema = (env: NodeJS.ProcessEnv) =>
   z.object({
     tenants: z
@@ -364,6 +423,7 @@ const tenantsSchema = (env: NodeJS.ProcessEnv) =>
             .refine(isTimeZone, 'timeZone must be an IANA time zone such as Asia/Dubai')
             .optional(),
           cdsClients: z.array(cdsClientSchema).default([]),
+          oidc: oidcSchema(env).optional(),
           emiratesIdCheckDigit: z
             .enum(['refuse', 'warn'], 'emiratesIdCheckDigit must be "refuse" or "warn"')
             .default('refuse'),
@@ -442,8 +502,20 @@ function loadTenants(file: string, env: NodeJS.ProcessEnv): Tenant[] {
             })),
           }
         : {}),
+      ...(t.oidc ? { oidc: oidcSettings(t.oidc) } : {}),
     };
   });
+}
+
+function oidcSettings(o: z.infer<ReturnType<typeof oidcSchema>>): OidcSettings {
+  return {
+    issuer: o.issuer.replace(/\/+$/, ''),
+    clientId: o.clientId,
+    ...(o.clientSecret ? { clientSecret: o.clientSecret } : {}),
+    ...(o.clientKeys ? { clientKeys: o.clientKeys } : {}),
+    rolesClaim: o.rolesClaim,
+    operatorRoles: o.operatorRoles,
+  };
 }
 
 /** The access-token signing keys: a JWKS file of private keys, each with its `kid` and `alg`. */
@@ -561,5 +633,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     tokenSigningKeys,
     auditEvents: e.AUDIT_EVENTS === 'on',
     previsitLeadMinutes: e.PREVISIT_LEAD_MINUTES,
+    sessionIdleMinutes: e.SESSION_IDLE_MINUTES,
+    sessionMaxHours: e.SESSION_MAX_HOURS,
   };
 }

@@ -6,7 +6,7 @@
  * client as the requesting agent (DICOM "Source Role ID") and this server (DICOM "Destination
  * Role ID"), the check as the entity by its relative reference only: never patient data.
  */
-import type { AuditEvent, AuditEventAgent, AuditEventEntity } from 'fhir/r4.js';
+import type { AuditEvent, AuditEventAgent, AuditEventEntity, Coding, Reference } from 'fhir/r4.js';
 
 /** AuditEvent.action (http://hl7.org/fhir/ValueSet/audit-event-action). */
 export type AuditAction = 'C' | 'R' | 'U' | 'D' | 'E';
@@ -16,9 +16,14 @@ export type AuditOutcome = '0' | '4' | '8' | '12';
 /** What one audit record says; the builder turns it into the resource. */
 export interface AuditRecord {
   tenantId: string;
-  /** A SMART client id, or an API key id (`key-` and a prefix of the key's SHA-256), or `operator`. */
+  /**
+   * A SMART client id, or an API key id (`key-` and a prefix of the key's SHA-256), or `operator`,
+   * or a person's `sub` (see `person`).
+   */
   agentId: string;
-  agentKind: 'client' | 'api-key' | 'operator';
+  agentKind: 'client' | 'api-key' | 'operator' | 'person';
+  /** A person signed in to the page (docs/signin.md): the agent is named by the provider's issuer and `sub`. */
+  person?: AuditPerson;
   action: AuditAction;
   /** A restful-interaction code: read, vread, search-type, create, update, delete, operation. */
   interaction: string;
@@ -30,6 +35,24 @@ export interface AuditRecord {
   /** Why it failed, in words without patient data. */
   outcomeDesc?: string;
 }
+
+/** A person as the audit trail names them: never a token, only who the provider said they are. */
+export interface AuditPerson {
+  issuer: string;
+  subject: string;
+  name: string;
+  /** SMART App Launch: the `fhirUser` reference (Practitioner/..., as the EHR gave it). */
+  reference?: string;
+}
+
+/**
+ * The interactions of sign-in and sign-out: DICOM `110114` User Authentication, subtype `110122`
+ * Login or `110123` Logout (https://hl7.org/fhir/R4/valueset-audit-event-type.html, BALP).
+ */
+export const LOGIN_INTERACTIONS = {
+  login: { code: '110122', display: 'Login' },
+  logout: { code: '110123', display: 'Logout' },
+} as const;
 
 export const AUDIT_AGENT_SYSTEM = 'http://fhir-eligibility-adapter.org/fhir/sid/agent';
 export const AUDIT_TENANT_SYSTEM = 'http://fhir-eligibility-adapter.org/fhir/sid/tenant';
@@ -57,6 +80,23 @@ function entity(reference: string): AuditEventEntity {
   };
 }
 
+/** The requesting agent: a person by their provider's issuer and `sub`, else the client or key. */
+function whoOf(record: AuditRecord): Reference {
+  const { person } = record;
+  if (person) {
+    return {
+      ...(person.reference ? { reference: person.reference } : {}),
+      identifier: { system: person.issuer, value: person.subject },
+      display: person.name,
+    };
+  }
+  if (record.agentKind === 'person') return { display: 'a person who was not signed in' };
+  return {
+    identifier: { system: AUDIT_AGENT_SYSTEM, value: record.agentId },
+    display: `${record.agentKind} ${record.agentId} of tenant ${record.tenantId}`,
+  };
+}
+
 /** Builds the AuditEvent of a record. */
 export function buildAuditEvent(
   record: AuditRecord,
@@ -68,10 +108,7 @@ export function buildAuditEvent(
     type: {
       coding: [{ system: DCM, code: '110153', display: 'Source Role ID' }],
     },
-    who: {
-      identifier: { system: AUDIT_AGENT_SYSTEM, value: record.agentId },
-      display: `${record.agentKind} ${record.agentId} of tenant ${record.tenantId}`,
-    },
+    who: whoOf(record),
     requestor: true,
   };
   const tenant: AuditEventAgent = {
@@ -95,17 +132,23 @@ export function buildAuditEvent(
     who: { display: serverName },
     requestor: false,
   };
-  const subtype = [{ system: 'http://hl7.org/fhir/restful-interaction', code: record.interaction }];
+  const login = LOGIN_INTERACTIONS[record.interaction as keyof typeof LOGIN_INTERACTIONS] as
+    { code: string; display: string } | undefined;
+  const subtype: Coding[] = login
+    ? [{ system: DCM, ...login }]
+    : [{ system: 'http://hl7.org/fhir/restful-interaction', code: record.interaction }];
   if (record.operation) subtype.push({ system: OPERATION_SYSTEM, code: record.operation });
   const event: AuditEvent = {
     resourceType: 'AuditEvent',
     id,
     meta: { lastUpdated: new Date(recordedAt).toISOString() },
-    type: {
-      system: 'http://terminology.hl7.org/CodeSystem/audit-event-type',
-      code: 'rest',
-      display: 'RESTful Operation',
-    },
+    type: login
+      ? { system: DCM, code: '110114', display: 'User Authentication' }
+      : {
+          system: 'http://terminology.hl7.org/CodeSystem/audit-event-type',
+          code: 'rest',
+          display: 'RESTful Operation',
+        },
     subtype,
     action: record.action,
     recorded: new Date(recordedAt).toISOString(),

@@ -21,8 +21,13 @@ import {
   visitTypeOptions,
 } from '../operations/front-desk.js';
 import type { AuditTrail } from '../checks/audit.js';
+import { OperationOutcomeError, outcome } from '../fhir/outcomes.js';
+import type { FhirRoutes } from './fhir-routes.js';
 import { authenticate } from './middleware.js';
+import type { AuthenticateOptions, Principal } from './middleware.js';
 import { audited } from './security.js';
+import type { ActiveSession, Sessions } from './sessions.js';
+import { isOperator, requireOperator, sessionAuth } from './sessions.js';
 
 /** app/ at the repository root, from src/http/ (tsx) and from dist/http/ (compiled) alike. */
 export const APP_DIR = fileURLToPath(new URL('../../app/', import.meta.url));
@@ -53,6 +58,17 @@ export interface AppPageDeps {
   now: () => number;
   /** The audit trail: a guard reset is recorded (docs/auth.md). */
   audit?: AuditTrail;
+  /** Page sessions of people signed in (docs/signin.md); absent: API keys only. */
+  sessions?: Sessions;
+  /** Counts refused API calls (no tenant to audit them under). */
+  refused?: AuthenticateOptions['refused'];
+  /**
+   * The FHIR routes the page calls under /app/api/fhir ($submit, reads, searches, $estimate,
+   * documents), behind the page's own sign-in (session or API key).
+   */
+  fhir?: FhirRoutes;
+  /** Routes beside the API (sign-in, callback, logout, launch), mounted on /app ahead of the page. */
+  signIn?: (router: Router) => void;
 }
 
 const PAYER = /^[A-Za-z0-9][A-Za-z0-9 ._-]{0,63}$/;
@@ -63,11 +79,79 @@ const pageHeaders: RequestHandler = (_req, res, next) => {
   next();
 };
 
-/** The /app router: the JSON API first (authenticated), then the static page. */
+/**
+ * Who calls /app/api: a person's session (cookie, and X-CSRF-Token on every non-GET), else the
+ * tenant's API key as Bearer, unless the tenant signs people in with OpenID Connect: then its keys
+ * are refused here (machines keep /fhir).
+ */
+export function appAuthenticate(deps: Pick<AppPageDeps, 'tenants' | 'sessions' | 'refused'>): RequestHandler {
+  const bySession = deps.sessions ? sessionAuth(deps.sessions, deps.tenants) : undefined;
+  const byKey = authenticate(deps.tenants, deps.refused ? { refused: deps.refused } : {});
+  const keyOnly: RequestHandler = (req, res, next) => {
+    if (res.locals.sessionEnded && !req.header('authorization')) {
+      next(
+        new OperationOutcomeError(outcome('login', 'The session has ended: sign in again'), 401, {
+          'WWW-Authenticate': 'Bearer realm="app"',
+        }),
+      );
+      return;
+    }
+    byKey(req, res, (error?: unknown) => {
+      const principal = res.locals.principal as Principal | undefined;
+      if (error || !principal?.tenant.oidc) {
+        next(error);
+        return;
+      }
+      res.locals.principal = undefined;
+      res.locals.tenant = undefined;
+      deps.refused?.('unknown-key');
+      next(
+        new OperationOutcomeError(
+          outcome('login', 'This clinic signs people in with their clinic account, not an API key'),
+          401,
+          { 'WWW-Authenticate': 'Bearer realm="app"' },
+        ),
+      );
+    });
+  };
+  if (!bySession) return keyOnly;
+  return (req, res, next) => {
+    bySession(req, res, (error?: unknown) => {
+      if (error || res.locals.principal) next(error);
+      else keyOnly(req, res, next);
+    });
+  };
+}
+
+/** Passes a request already authenticated by appAuthenticate (the page's FHIR routes). */
+export const alreadyAuthenticated: RequestHandler = (_req, res, next) => {
+  if (res.locals.principal) next();
+  else next(new OperationOutcomeError(outcome('login', 'Sign in first'), 401));
+};
+
+/** The /app router: the sign-in routes, the JSON API (authenticated), then the static page. */
 export function appPageRouter(deps: AppPageDeps): Router {
   const router = express.Router();
+  deps.signIn?.(router);
   const api = express.Router();
-  api.use(authenticate(deps.tenants));
+  api.use(appAuthenticate(deps));
+  // Who is signed in (docs/signin.md): a session only; an API key has none (401).
+  api.get('/session', (_req, res, next) => {
+    const session = res.locals.session as ActiveSession | undefined;
+    if (!session) {
+      next(new OperationOutcomeError(outcome('login', 'No session: sign in first'), 401));
+      return;
+    }
+    res.setHeader('Cache-Control', 'no-store');
+    res.json({
+      name: session.person.name,
+      roles: session.roles,
+      tenant: session.tenantId,
+      expiresAt: new Date(session.endsAt).toISOString(),
+      csrfToken: session.csrfToken,
+      operator: isOperator(res.locals.principal as Principal),
+    });
+  });
   api.get('/payers', async (_req, res) => {
     res.json(await payerOptions(deps.store, res.locals.tenant as Tenant));
   });
@@ -77,24 +161,38 @@ export function appPageRouter(deps: AppPageDeps): Router {
   api.get('/visit-types', (_req, res) => {
     res.json({ visitTypes: visitTypeOptions() });
   });
-  api.get('/operator', async (_req, res) => {
-    res.json(await operatorView(deps.store, res.locals.tenant as Tenant, deps.now()));
-  });
+  api.get(
+    '/operator',
+    audited(deps.audit, { action: 'R', interaction: 'read', operation: 'operator-view' }),
+    requireOperator,
+    async (_req, res) => {
+      res.json(await operatorView(deps.store, res.locals.tenant as Tenant, deps.now()));
+    },
+  );
   // The appointments of a day (docs/previsit.md); `day` YYYY-MM-DD, default today in the clinic's zone.
-  api.get('/appointments', async (req, res) => {
-    const tenant = res.locals.tenant as Tenant;
-    const day = typeof req.query.day === 'string' && req.query.day !== '' ? req.query.day : undefined;
-    res.json(await appointmentsView(deps.store, tenant, deps.previsit(tenant), day, deps.now()));
-  });
+  api.get(
+    '/appointments',
+    audited(deps.audit, { action: 'E', interaction: 'search-type', operation: 'appointments' }),
+    async (req, res) => {
+      const tenant = res.locals.tenant as Tenant;
+      const day = typeof req.query.day === 'string' && req.query.day !== '' ? req.query.day : undefined;
+      res.json(await appointmentsView(deps.store, tenant, deps.previsit(tenant), day, deps.now()));
+    },
+  );
   // Whose check each recent check is (docs/front-desk.md): `id` repeated, the CER ids listed.
-  api.get('/recent-names', async (req, res) => {
-    const raw = req.query.id;
-    const ids = (Array.isArray(raw) ? raw : raw === undefined ? [] : [raw]).map(String);
-    res.json({ names: await recentNames(deps.store, res.locals.tenant as Tenant, ids) });
-  });
+  api.get(
+    '/recent-names',
+    audited(deps.audit, { action: 'R', interaction: 'read', operation: 'recent-names' }),
+    async (req, res) => {
+      const raw = req.query.id;
+      const ids = (Array.isArray(raw) ? raw : raw === undefined ? [] : [raw]).map(String);
+      res.json({ names: await recentNames(deps.store, res.locals.tenant as Tenant, ids) });
+    },
+  );
   api.post(
     '/guards/:payer/reset',
     audited(deps.audit, { action: 'E', interaction: 'operation', operation: 'guard-reset' }),
+    requireOperator,
     async (req, res) => {
       const payer = String(req.params.payer);
       if (!PAYER.test(payer)) throw badRequest('Not a payer code', 'payer');
@@ -102,6 +200,10 @@ export function appPageRouter(deps: AppPageDeps): Router {
       res.status(204).end();
     },
   );
+  if (deps.fhir) {
+    for (const route of deps.fhir.direct) api[route.method](`/fhir${route.path}`, ...route.handlers);
+    api.use('/fhir', deps.fhir.router);
+  }
   router.use('/api', api);
   router.use(pageHeaders, express.static(APP_DIR, { index: 'index.html', fallthrough: true }));
   return router;

@@ -69,6 +69,11 @@ export interface FhirRouteDeps extends DocumentProxyDeps {
   security?: AuthenticateOptions & { audit?: AuditTrail; auditStore?: AuditStore };
   /** Metrics of pre-visit checks (a cancelled re-check). */
   onPrevisit?: (event: PrevisitEvent) => void;
+  /**
+   * Replaces the bearer authentication: the page's copy of these routes under /app/api/fhir is
+   * behind the page's own sign-in (src/http/app-page.ts).
+   */
+  authenticateWith?: RequestHandler;
 }
 
 /** Builds the FhirRequest of an express request (after authentication). */
@@ -155,7 +160,7 @@ export function fhirRoutes(deps: FhirRouteDeps): FhirRoutes {
     res.status(200).json(smartConfiguration(deps.baseUrl));
   });
 
-  const auth = authenticate(deps.tenants, deps.security);
+  const auth = deps.authenticateWith ?? authenticate(deps.tenants, deps.security);
   router.use(auth);
   const audit = deps.security?.audit;
   const CER = 'CoverageEligibilityResponse';

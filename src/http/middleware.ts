@@ -11,6 +11,7 @@ import { OperationOutcomeError, outcome, unauthorized } from '../fhir/outcomes.j
 import type { AccessTokens } from '../operations/auth/access-tokens.js';
 import { looksLikeJwt } from '../operations/auth/access-tokens.js';
 import type { Scope } from '../operations/auth/scopes.js';
+import type { SessionPerson } from '../checks/store/session-store.js';
 
 /**
  * A client's X-Request-Id goes into every log line of its request, so only opaque tokens are
@@ -138,11 +139,16 @@ function findKey(digests: readonly KeyDigest[], key: string): KeyDigest | undefi
  */
 export interface Principal {
   tenant: Tenant;
-  kind: 'client' | 'api-key';
-  /** The client id, or the API key's id (`key-` and a prefix of its SHA-256: not the key). */
+  /** A SMART client, an API key, or a person signed in to the page (src/http/sessions.ts). */
+  kind: 'client' | 'api-key' | 'person';
+  /** The client id, the API key's id (`key-` and a prefix of its SHA-256: not the key), or the person's `sub`. */
   id: string;
   /** Granted scopes; null = all (an API key). */
   scopes: Scope[] | null;
+  /** A person: who, as the provider named them. */
+  person?: SessionPerson;
+  /** A person: their roles from the ID token. */
+  roles?: readonly string[];
 }
 
 /** An API key's id for logs and the audit trail: a prefix of the digest the tenants file holds. */

@@ -141,6 +141,15 @@ export function auditRecords(
     outcome: status < 400 ? '0' : status < 500 ? '4' : '8',
   };
   if (spec.operation) record.operation = spec.operation;
+  const { person } = principal;
+  if (person) {
+    record.person = {
+      issuer: person.issuer,
+      subject: person.subject,
+      name: person.name,
+      ...(person.fhirUser ? { reference: person.fhirUser } : {}),
+    };
+  }
   if (status >= 400) record.outcomeDesc = note ?? `HTTP ${status}`;
   const entities = entity === undefined ? [undefined] : typeof entity === 'string' ? [entity] : entity;
   if (entities.length === 0) return [record];

@@ -10,9 +10,12 @@ import type { Metrics } from '../metrics.js';
 import type { CheckService } from '../checks/service.js';
 import type { Store } from '../checks/store/appointment-store.js';
 import { createApp } from '../http/app.js';
-import { appPageRouter } from '../http/app-page.js';
+import { alreadyAuthenticated, appPageRouter } from '../http/app-page.js';
+import { Sessions } from '../http/sessions.js';
+import { oidcRoutes } from '../http/oidc.js';
 import { cerReadLane, type Lane } from '../http/cer-read-lane.js';
 import { fhirRoutes } from '../http/fhir-routes.js';
+import type { FhirRouteDeps } from '../http/fhir-routes.js';
 import { metricsRoute } from '../http/metrics-route.js';
 import { identifier, requestFinished } from '../http/middleware.js';
 import type { RequestObserver } from '../http/middleware.js';
@@ -55,6 +58,53 @@ export function buildHttp(context: HttpContext): HttpSide {
     metrics.httpDuration.observe({ method, route, status: String(status) }, seconds);
   const cerCache = new CerCache();
   const access = { tokens: security.tokens, refused: security.refused, now, audit, auditStore: audit };
+  const sessions = new Sessions({
+    store: store.sessions,
+    idleMs: config.sessionIdleMinutes * 60_000,
+    maxMs: config.sessionMaxHours * 3_600_000,
+    secure: baseUrl.startsWith('https:'),
+    now,
+  });
+  const fhirDeps: FhirRouteDeps = {
+    tenants: config.tenants,
+    version: context.version,
+    features: {
+      checks: true,
+      conformance: conformanceTypes(),
+      documents: true,
+      cors: config.corsOrigins.length > 0,
+      subscriptions: true,
+      smartTokenUrl: `${baseUrl}/auth/token`,
+      auditEvents: true,
+    },
+    subscriptions: { store, baseUrl, now, wake: context.wakeNotifications },
+    checks,
+    baseUrl,
+    submitRatePerMinute: config.submitRatePerMinute,
+    pollIntervalMs: config.pollIntervalMs,
+    cerCache,
+    security: access,
+    freshResults: new FreshResults(upstream),
+    documentOrigins: [new URL(context.upstreamUrl).origin],
+    logger,
+    onPrevisit: metrics.onPrevisit,
+    submit: {
+      checks,
+      baseUrl,
+      submitWaitMs: config.submitWaitMs,
+      maxWaitMs: 60_000,
+      resolver: config.sourceFhirBaseUrl ? createFhirKitResolver(config.sourceFhirBaseUrl) : undefined,
+      now,
+    },
+  };
+  // The page's copy of the check routes (/app/api/fhir): no subscriptions, no AuditEvent search,
+  // behind the page's sign-in (a person's session, or an API key of a tenant without oidc).
+  const { subscriptions: _subscriptions, ...pageFhirDeps } = fhirDeps;
+  const pageFhir = fhirRoutes({
+    ...pageFhirDeps,
+    security: { audit },
+    authenticateWith: alreadyAuthenticated,
+  });
   const app = createApp({
     logger,
     ready: () => readiness(store, upstream),
@@ -71,39 +121,19 @@ export function buildHttp(context: HttpContext): HttpSide {
       now,
       audit,
       previsit: (tenant) => checks.previsitSettings(tenant),
-    }),
-    fhir: fhirRoutes({
-      tenants: config.tenants,
-      version: context.version,
-      features: {
-        checks: true,
-        conformance: conformanceTypes(),
-        documents: true,
-        cors: config.corsOrigins.length > 0,
-        subscriptions: true,
-        smartTokenUrl: `${baseUrl}/auth/token`,
-        auditEvents: true,
-      },
-      subscriptions: { store, baseUrl, now, wake: context.wakeNotifications },
-      checks,
-      baseUrl,
-      submitRatePerMinute: config.submitRatePerMinute,
-      pollIntervalMs: config.pollIntervalMs,
-      cerCache,
-      security: access,
-      freshResults: new FreshResults(upstream),
-      documentOrigins: [new URL(context.upstreamUrl).origin],
-      logger,
-      onPrevisit: metrics.onPrevisit,
-      submit: {
-        checks,
+      sessions,
+      refused: security.refused,
+      fhir: pageFhir,
+      signIn: oidcRoutes({
+        tenants: config.tenants,
+        sessions,
         baseUrl,
-        submitWaitMs: config.submitWaitMs,
-        maxWaitMs: 60_000,
-        resolver: config.sourceFhirBaseUrl ? createFhirKitResolver(config.sourceFhirBaseUrl) : undefined,
-        now,
-      },
+        logger,
+        audit,
+        refused: security.refused,
+      }),
     }),
+    fhir: fhirRoutes(fhirDeps),
   });
 
   // The plain CER read is answered ahead of express (src/http/cer-read-lane.ts); the cors

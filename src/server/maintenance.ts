@@ -7,6 +7,7 @@ import { runInNewContext } from 'node:vm';
 import type { Config } from '../config.js';
 import type { Logger } from '../log.js';
 import type { CheckStore } from '../checks/store/check-store.js';
+import type { SessionStore } from '../checks/store/session-store.js';
 import { isStoreUnavailable } from '../checks/store/outage.js';
 import { warmFhirDefinitions } from '../fhir/validator.js';
 
@@ -14,7 +15,7 @@ import { warmFhirDefinitions } from '../fhir/validator.js';
 export function startMaintenance(
   config: Config,
   logger: Logger,
-  store: CheckStore,
+  store: CheckStore & { sessions?: SessionStore },
   now: () => number,
 ): () => void {
   // Retention: finished checks older than RETENTION_DAYS are deleted (hourly).
@@ -33,6 +34,10 @@ export function startMaintenance(
     store
       .purgeAuditBefore(now() - config.retentionDays * 86_400_000)
       .catch((error: unknown) => purgeFailed('audit retention purge', error));
+    // Ended page sessions (docs/signin.md): a read refuses them anyway; this only frees the rows.
+    store.sessions
+      ?.purgeSessions(now(), config.sessionIdleMinutes * 60_000)
+      .catch((error: unknown) => purgeFailed('session purge', error));
   };
   // Not on the start-up path: the first purge a minute after start, then hourly.
   const firstPurge = setTimeout(purge, 60_000);

@@ -119,6 +119,37 @@ describe('the Appointments section', () => {
     },
   );
 
+  it('at 360 px each appointment is a card inside the screen, and an empty day is its sentence alone', async () => {
+    const { page } = await open({ width: 360, height: 780 });
+    await signIn(page, harness.url, TENANT_A_KEY);
+    const section = page.getByRole('region', { name: 'Appointments' });
+    // Today in the clinic's zone: nothing booked, and no table header under the sentence.
+    await expect
+      .poll(() => section.locator('#appointments-note').innerText())
+      .toBe('No appointments on this day.');
+    expect(await section.locator('thead').isVisible()).toBe(false);
+    expect(await section.getByRole('columnheader').count()).toBe(0);
+    const day = section.getByLabel('Day');
+    await day.fill(tomorrow);
+    await day.dispatchEvent('change');
+    const rows = section.locator('tbody tr');
+    await expect.poll(() => rows.count()).toBe(3);
+    for (const row of await rows.all()) {
+      const box = await row.boundingBox();
+      expect(box).not.toBeNull();
+      expect(box!.x).toBeGreaterThanOrEqual(0);
+      expect(box!.x + box!.width).toBeLessThanOrEqual(360);
+      // Stacked: the time above the patient, each line labelled with its column.
+      const [time, patient] = [row.locator('td').nth(0), row.locator('td').nth(1)];
+      expect((await patient.boundingBox())!.y).toBeGreaterThan((await time.boundingBox())!.y);
+      expect(await time.getAttribute('data-label')).toBe('Time');
+    }
+    const overflow = await page.evaluate(
+      () => document.documentElement.scrollWidth - document.documentElement.clientWidth,
+    );
+    expect(overflow).toBeLessThanOrEqual(0);
+  });
+
   it('is usable by keyboard: the day, then each Open button', async () => {
     const { page } = await open();
     await signIn(page, harness.url, TENANT_A_KEY);

@@ -67,16 +67,6 @@ const ELIGIBLE_ID = SCENARIOS.find((s) => s.name === 'eligible')?.example ?? 'no
 /** Scenarios left out of the run: `slow` stays in flight for 12 s at the harness's time scale. */
 const SKIPPED = new Set(['slow']);
 
-/**
- * Defects the check found that are not fixed yet, each asserted to still occur (remove the entry
- * with the fix). Reported with issue 33:
- * - the CapabilityStatement's `oauth-uris` (an R4 core extension) names only `token`; R4 core
- *   requires `authorize` (1..1) too.
- */
-const KNOWN_GAPS: RegExp[] = [
-  /\[Validation_VAL_Profile_Minimum_SLICE\] Slice 'Extension\.extension:authorize'.*oauth-uris\)$/,
-];
-
 interface Emitted {
   /** Where it came from: `GET /fhir/...`, `mapping found-eligible.json` ... */
   source: string;
@@ -478,14 +468,7 @@ describe("the adapter's FHIR package, loaded by fhir-package-loader", () => {
     );
     expect(defined.filter((d) => !used.has(d.url)).map((d) => d.url)).toEqual([]);
 
-    const unknown = baselineProblems().filter((p) => !KNOWN_GAPS.some((gap) => gap.test(p)));
-    expect(unknown).toEqual([]);
-    // A known gap that no longer occurs must leave the list, so the list never hides a new one.
-    for (const gap of KNOWN_GAPS)
-      expect(
-        baselineProblems().some((p) => gap.test(p)),
-        String(gap),
-      ).toBe(true);
+    expect(baselineProblems()).toEqual([]);
   });
 
   it('fails when one extension definition is removed from the package', async () => {

@@ -122,10 +122,8 @@ describe('discovery', () => {
     expectValidFhir(metadata.body);
     const rest = (metadata.body as CapabilityStatement).rest?.[0];
     expect(rest?.security?.service?.[0]?.coding?.[0]?.code).toBe('SMART-on-FHIR');
-    const uris = rest?.security?.extension?.find(
-      (e) => e.url === 'http://fhir-registry.smarthealthit.org/StructureDefinition/oauth-uris',
-    );
-    expect(uris?.extension?.find((e) => e.url === 'token')?.valueUri).toBe(tokenUrl);
+    // The endpoints are in smart-configuration (SMART 2), not in an oauth-uris extension.
+    expect(rest?.security?.extension).toBeUndefined();
     expect(rest?.resource?.some((r) => r.type === 'AuditEvent')).toBe(true);
   });
 });

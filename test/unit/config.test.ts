@@ -227,6 +227,62 @@ describe('loadConfig', () => {
     expect(() => loadConfig(env)).toThrow(message);
   });
 
+  it('oidc: issuer https or loopback http, a secret or private keys (one of them), roles claim defaulted', () => {
+    const env = {
+      CLINIC_A_KEY: 'k',
+      PAGE_SECRET: 's3cret',
+      UPSTREAM_BASE_URL: 'https://u.example/v2/api-integration-v3',
+    };
+    const load = (oidc: unknown) =>
+      loadConfig({ ...env, TENANTS_FILE: tenantsFile({ tenants: [{ ...tenant, oidc }] }) }).tenants[0]?.oidc;
+    expect(
+      load({
+        issuer: 'https://login.example.org/realms/clinic/',
+        clientId: 'page',
+        clientSecret: 'env:PAGE_SECRET',
+      }),
+    ).toEqual({
+      issuer: 'https://login.example.org/realms/clinic',
+      clientId: 'page',
+      clientSecret: 's3cret',
+      rolesClaim: 'roles',
+      operatorRoles: [],
+    });
+    const key = { kty: 'EC', crv: 'P-256', x: 'x', y: 'y', d: 'd' };
+    expect(
+      load({
+        issuer: 'http://127.0.0.1:9000',
+        clientId: 'page',
+        clientKeys: { keys: [key] },
+        operatorRoles: ['ops'],
+      }),
+    ).toMatchObject({ clientKeys: { keys: [key] }, operatorRoles: ['ops'] });
+    for (const bad of [
+      { issuer: 'http://login.example.org', clientId: 'page', clientSecret: 'x' },
+      { issuer: 'https://login.example.org', clientId: 'page' },
+      {
+        issuer: 'https://login.example.org',
+        clientId: 'page',
+        clientSecret: 'x',
+        clientKeys: { keys: [key] },
+      },
+      { issuer: 'https://login.example.org', clientId: 'page', clientKeys: { keys: [{ kty: 'EC' }] } },
+    ])
+      expect(() => load(bad), JSON.stringify(bad)).toThrow(/oidc/);
+  });
+
+  it('SESSION_IDLE_MINUTES and SESSION_MAX_HOURS: 15 and 12 by default, positive numbers only', () => {
+    expect(loadConfig({})).toMatchObject({ sessionIdleMinutes: 15, sessionMaxHours: 12 });
+    expect(loadConfig({ SESSION_IDLE_MINUTES: '0.5', SESSION_MAX_HOURS: '8' })).toMatchObject({
+      sessionIdleMinutes: 0.5,
+      sessionMaxHours: 8,
+    });
+    for (const bad of ['0', '-1', 'soon']) {
+      expect(() => loadConfig({ SESSION_IDLE_MINUTES: bad }), bad).toThrow(/SESSION_IDLE_MINUTES/);
+      expect(() => loadConfig({ SESSION_MAX_HOURS: bad }), bad).toThrow(/SESSION_MAX_HOURS/);
+    }
+  });
+
   it('resolves env: in every string value of a tenant, not only the key', () => {
     const indirect = {
       ...tenant,

@@ -6,12 +6,16 @@
 import type { CoverageEligibilityRequest } from 'fhir/r4.js';
 import type { CheckInput } from '../../mapping/types.js';
 import type { Check, CheckStore, DateRange, NewCheck } from './check-store.js';
+import type { SessionStore } from './session-store.js';
 
 /**
  * The check store with its appointments, in the same database (what openStore returns). Apart
  * from CheckStore so that the check store's contract does not import this one.
  */
-export type Store = CheckStore & { readonly appointments: AppointmentStore };
+export type Store = CheckStore & {
+  readonly appointments: AppointmentStore;
+  readonly sessions: SessionStore;
+};
 
 /**
  * - scheduled: the re-check is pending (due at dueAt);

@@ -4,7 +4,7 @@
  * Run by SqlStore on either database, like the rest of the store.
  */
 import { randomFillSync } from 'node:crypto';
-import type { AuditAction, AuditOutcome, AuditRecord } from '../../fhir/audit-event.js';
+import type { AuditAction, AuditOutcome, AuditPerson, AuditRecord } from '../../fhir/audit-event.js';
 import type { AuditFilters, AuditRow } from './check-store.js';
 
 export type { AuditFilters, AuditRow } from './check-store.js';
@@ -75,6 +75,7 @@ const AUDIT_COLUMNS = [
   'entity',
   'outcome',
   'outcome_desc',
+  'person',
 ] as const;
 /** Rows per INSERT statement: one statement for many rows costs far less than one per row. */
 const INSERT_ROWS = 50;
@@ -117,6 +118,7 @@ export function* insertingAudit(rows: readonly AuditRow[]): Work<void> {
         record.entities?.[0] ?? null,
         record.outcome,
         record.outcomeDesc ?? null,
+        record.person ? JSON.stringify(record.person) : null,
       );
     }
     yield { sql: insertOf(params.length / AUDIT_COLUMNS.length), params };
@@ -174,6 +176,11 @@ function rowToAudit(row: Row): AuditRow {
   if (entity !== null) record.entities = [entity];
   const outcomeDesc = nullableText(row, 'outcome_desc');
   if (outcomeDesc !== null) record.outcomeDesc = outcomeDesc;
+  // Stored as JSON text on both databases' insert; PostgreSQL hands JSONB back parsed.
+  const person = row.person;
+  if (person !== null && person !== undefined) {
+    record.person = (typeof person === 'string' ? JSON.parse(person) : person) as AuditPerson;
+  }
   return { id: text(row, 'id'), recordedAt: int(row, 'recorded_at'), record };
 }
 

@@ -243,6 +243,32 @@ const MIGRATIONS: readonly Migration[] = [
   // portal block, no table for a coverage not in force. Stored answers are what a desk re-opens
   // within the retention window, so they read as new ones do.
   NARRATIVES_AGAIN,
+  // 17 (issue 34, docs/signin.md): the sessions of people signed in to the page, found by the
+  // SHA-256 of their id (the cookie), shared by every replica and kept across restarts; the sign-ins
+  // under way (state -> nonce and PKCE verifier), taken once; the person an AuditEvent names.
+  (t) => [
+    `CREATE TABLE sessions (
+    id_hash TEXT PRIMARY KEY,
+    tenant_id TEXT NOT NULL,
+    person ${t.json} NOT NULL,
+    roles ${t.json} NOT NULL,
+    csrf_token TEXT NOT NULL,
+    data ${t.json} NOT NULL,
+    created_at ${t.bigint} NOT NULL,
+    last_seen_at ${t.bigint} NOT NULL,
+    expires_at ${t.bigint} NOT NULL
+  )`,
+    'CREATE INDEX sessions_expires_idx ON sessions (expires_at)',
+    `CREATE TABLE pending_logins (
+    state_hash TEXT PRIMARY KEY,
+    tenant_id TEXT NOT NULL,
+    kind TEXT NOT NULL,
+    data ${t.json} NOT NULL,
+    expires_at ${t.bigint} NOT NULL
+  )`,
+    'CREATE INDEX pending_logins_expires_idx ON pending_logins (expires_at)',
+    `ALTER TABLE audit_events ADD COLUMN person ${t.json}`,
+  ],
 ];
 
 /** The migration after which the answers of rows finished before it are decided once. */

@@ -52,6 +52,7 @@ import { migration } from './schema.js';
 import { TERMINAL_STATUSES } from '../../upstream/contract.js';
 import { recordEvents, SqlSubscriptionStore } from './sql-subscriptions.js';
 import { SqlAppointmentStore } from './sql-appointments.js';
+import { SqlSessionStore } from './sql-sessions.js';
 import { ELIGIBILITY_FINAL_TOPIC } from './subscription-store.js';
 import { insertingAudit, purgingAudit, rememberingJti, searchingAudit } from './audit-store.js';
 import type { AuditFilters, AuditRow } from './audit-store.js';
@@ -80,6 +81,7 @@ export class SqlStore implements CheckStore {
   readonly kind: StoreKind;
   readonly subscriptions: SqlSubscriptionStore;
   readonly appointments: SqlAppointmentStore;
+  readonly sessions: SqlSessionStore;
   private readonly dialect: Dialect;
   /** A `checks` row as a Check, its JSON columns read as this driver returns them. */
   private readonly toCheck: (row: Row) => Check;
@@ -94,6 +96,7 @@ export class SqlStore implements CheckStore {
     this.toClaimed = (row) => rowToClaimed(row, readJson);
     this.subscriptions = new SqlSubscriptionStore(driver);
     this.appointments = new SqlAppointmentStore(driver, (check) => this.inserting(check));
+    this.sessions = new SqlSessionStore(driver);
   }
 
   migrate(): Promise<void> {

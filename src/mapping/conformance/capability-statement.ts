@@ -218,10 +218,13 @@ function conformanceResources(types: readonly string[]): CapabilityStatementRest
 }
 
 /**
- * rest.security: CORS, and SMART when it is on: the service coding SMART-on-FHIR and the
- * oauth-uris extension naming the token endpoint
- * (https://hl7.org/fhir/smart-app-launch/conformance.html, "Declaring support" in
- * CapabilityStatement; https://hl7.org/fhir/R4/valueset-restful-security-service.html).
+ * rest.security: CORS, and SMART when it is on: the service coding SMART-on-FHIR
+ * (https://hl7.org/fhir/R4/valueset-restful-security-service.html). The endpoints are declared in
+ * /fhir/.well-known/smart-configuration, as SMART App Launch 2 requires
+ * (https://hl7.org/fhir/smart-app-launch/conformance.html). No oauth-uris extension: SMART 1's way,
+ * its `authorize` part is 1..1 in R4 core, and this server has no authorize endpoint (it grants
+ * client_credentials only), so the extension could not be filled truthfully and the HL7
+ * validator would refuse it.
  */
 function security(features: CapabilityFeatures): CapabilityStatementRestSecurity {
   // https://hl7.org/fhir/R4/capabilitystatement-definitions.html#CapabilityStatement.rest.security.cors
@@ -241,12 +244,6 @@ function security(features: CapabilityFeatures): CapabilityStatementRestSecurity
             display: 'SMART-on-FHIR',
           },
         ],
-      },
-    ];
-    result.extension = [
-      {
-        url: 'http://fhir-registry.smarthealthit.org/StructureDefinition/oauth-uris',
-        extension: [{ url: 'token', valueUri: features.smartTokenUrl }],
       },
     ];
   }
