@@ -32,3 +32,15 @@ export function when(iso) {
   for (const part of format.formatToParts(date)) parts[part.type] = part.value;
   return `${parts.year}-${parts.month}-${parts.day} ${parts.hour}:${parts.minute} ${zoneLabel()}`;
 }
+
+/** An ISO instant's day in the clinic's zone, `YYYY-MM-DD` (a date field's value); '' for none. */
+export function localDay(iso) {
+  const date = new Date(iso ?? '');
+  if (Number.isNaN(date.getTime())) return '';
+  return new Intl.DateTimeFormat('en-CA', {
+    timeZone: zone,
+    year: 'numeric',
+    month: '2-digit',
+    day: '2-digit',
+  }).format(date);
+}

@@ -8,6 +8,7 @@ import { loadAppointments, startAppointments } from './appointments.js';
 import { setTimeZone, when } from './clock.js';
 import { $, bdi, el } from './dom.js';
 import { emiratesIdProblem, PROBLEM_TEXT } from './emirates-id.js';
+import { loadLaunchContext, servicedOf, showLaunch } from './launch.js';
 import { estimate, outcomeBadge, outcomeWords, renderResult } from './result.js';
 
 const V2_0203 = 'http://terminology.hl7.org/CodeSystem/v2-0203';
@@ -71,7 +72,21 @@ async function enter(payers, key) {
   void loadRecent();
   void loadAppointments(openAnswer);
   openLinkedAnswer();
+  if (session.person) void openLaunch();
   return null;
+}
+
+/** A session the EHR opened (SMART App Launch): its patient fills the form (docs/smart-launch.md). */
+async function openLaunch() {
+  const context = await loadLaunchContext();
+  if (!context) return;
+  showLaunch(context, {
+    check: (fresh) => submitForm({ fresh }),
+    open: openAnswer,
+    payerShown: showPayerName,
+  });
+  // The EHR's identifier is held to the same guard as a typed one: said under the field at once.
+  if (context.patient.identifier) checkPatientId();
 }
 
 /** Shows a stored answer (an appointment's latest) in the result section. */
@@ -137,6 +152,8 @@ function signOut() {
     $('sign-in-error').textContent = 'Your session has ended: sign in again.';
   }
   $('signed-in-as').hidden = true;
+  $('launch').hidden = true;
+  $('visit-date-field').hidden = true;
   session.key = null;
   stopPolling();
   $('workspace').hidden = true;
@@ -182,7 +199,7 @@ function stopPolling() {
   sentAt = 0;
 }
 
-function requestBody({ patientId, patientName, payerCode, payerName, visitType }) {
+function requestBody({ patientId, patientName, payerCode, payerName, visitType, visitDay }) {
   const [system, code] = visitType.split('|');
   const isEmiratesId = EMIRATES_ID.test(patientId);
   const searchAll = payerCode === ALL_PAYERS;
@@ -207,6 +224,8 @@ function requestBody({ patientId, patientName, payerCode, payerName, visitType }
     // discovery: a search across all payers, whose insurer is a display-only reference.
     purpose: searchAll ? ['discovery'] : ['benefits', 'validation'],
     created: new Date().toISOString().slice(0, 10),
+    // The visit (a future one is an appointment, re-checked before it: docs/previsit.md).
+    ...servicedOf(visitDay),
     patient: { reference: '#patient' },
     insurer: searchAll ? { display: 'All payers' } : { reference: '#payer' },
     item: [{ category: { coding: [{ system, code }] } }],
@@ -237,6 +256,27 @@ function progress(text, since) {
   };
   status.replaceChildren(el('span', { class: 'spinner', 'aria-hidden': 'true' }), text, seconds);
   tick();
+}
+
+/** Sends the form's check; `fresh`: a new portal session (Check again). */
+function submitForm({ fresh = false } = {}) {
+  // A value filled in without typing (a link, the EHR) is held to the same guard.
+  checkPatientId();
+  if (!$('patient-id').reportValidity()) return;
+  void runCheck(formCheck(), { fresh });
+}
+
+/** The check the form describes. */
+function formCheck() {
+  const payerCode = payerCodeOf($('payer').value);
+  return {
+    patientId: $('patient-id').value.trim(),
+    patientName: $('patient-name').value.trim(),
+    payerCode,
+    payerName: payerNames.get(payerCode) ?? payerCode,
+    visitType: $('visit-type').value,
+    visitDay: $('visit-date-field').hidden ? '' : $('visit-date').value,
+  };
 }
 
 /** Runs a check: $submit, then the CER read with If-None-Match until it is no longer queued. */
@@ -617,17 +657,7 @@ function start() {
   }
   $('check-form').addEventListener('submit', (event) => {
     event.preventDefault();
-    // A value filled in without typing (a link, the EHR) is held to the same guard.
-    checkPatientId();
-    if (!$('patient-id').reportValidity()) return;
-    const payerCode = payerCodeOf($('payer').value);
-    void runCheck({
-      patientId: $('patient-id').value.trim(),
-      patientName: $('patient-name').value.trim(),
-      payerCode,
-      payerName: payerNames.get(payerCode) ?? payerCode,
-      visitType: $('visit-type').value,
-    });
+    submitForm();
   });
   $('payer').addEventListener('input', showPayerName);
   $('patient-id').addEventListener('input', checkPatientId);

@@ -57,7 +57,8 @@ const { envelopeSchema } = (await import('../src/upstream/contract.js')) as {
 
 const BENEFIT_CATEGORY = 'http://terminology.hl7.org/CodeSystem/ex-benefitcategory';
 const category = (code: string): CodeableConcept => ({ coding: [{ system: BENEFIT_CATEGORY, code }] });
-/** None asked (the usual ones), one, two, a code no table knows, and maternity. */
+const SERVICE_CATEGORY = 'http://fhir-eligibility-adapter.org/fhir/CodeSystem/service-category';
+/** None asked (the usual ones), one, two, a code no table knows, maternity, and inpatient (a maximum per admission). */
 const ASKED: CodeableConcept[][] = [
   [],
   [category('1')],
@@ -65,13 +66,24 @@ const ASKED: CodeableConcept[][] = [
   [category('F3'), category('5')],
   [{ text: 'x' }],
   [category('62'), category('1')],
+  [{ coding: [{ system: SERVICE_CATEGORY, code: 'inpatient' }] }, category('3')],
 ];
 
 /** What a mutation puts in a field, by the field's kind. */
 const POOL = {
   percent: [null, 0, 20, '20%', '0', '10', 'Nil', 'Not Covered', 12.5, '100%', 150],
   amount: [null, 0, 25, '25', 'AED 50', 'Nil', 50, 200, '1,000'],
-  scope: [null, 'per claim', 'per year', 'annual', 'Per Visit', ''],
+  scope: [
+    null,
+    'per claim',
+    'per year',
+    'annual',
+    'Per Visit',
+    '',
+    'per admission',
+    'Per_Case',
+    'per policy period',
+  ],
   currency: [null, 'AED', 'Dhs', 'usd', ''],
   status: [null, 'Covered', 'Not Covered', 'Partially'],
   text: [
@@ -138,9 +150,44 @@ const classes = new Map<string, { count: number; example: string }>();
 interface Line {
   category: { code: string };
   label: string;
+  model?: {
+    perVisitCap?: number;
+    capScopeAssumed?: boolean;
+    scopedCap?: { amount: number; scope?: string };
+    yearlyCap?: string;
+  };
   rule: { kind: string; deductible?: number };
   sentence: string;
   notes: string[];
+}
+
+/** The classes of the copay maximum read in its scope (issue 35, the scope of a maximum). */
+function scopeCauses(a: Line, b: Line): string[] {
+  const causes: string[] = [];
+  const scoped = b.model?.scopedCap;
+  if (scoped && !a.model?.scopedCap) {
+    if (scoped.scope === undefined)
+      causes.push('scope: a maximum without scope on an inpatient line: "no scope given", not applied');
+    else if (scoped.scope.startsWith('('))
+      causes.push('scope: a maximum whose scope text is no scope word: quoted, not applied');
+    else causes.push('scope: a maximum per admission, case, day or lifetime: in its words, not applied');
+  }
+  if (b.model?.yearlyCap !== a.model?.yearlyCap)
+    causes.push('scope: a maximum per policy period is a yearly cap in its words, not applied');
+  if (b.sentence.includes('no per-visit maximum given') && !a.sentence.includes('no per-visit maximum given'))
+    causes.push('scope: beside a yearly cap, "no per-visit maximum given" (was "no maximum given")');
+  if (b.model?.capScopeAssumed && !a.model?.capScopeAssumed)
+    causes.push('scope: a scope written as none ("Nil", "0", a number) reads as no scope: per visit, noted');
+  const others = (line: Line) => line.notes.filter((n) => n.startsWith('The portal also gives'));
+  if (
+    causes.length === 0 &&
+    a.sentence === b.sentence &&
+    JSON.stringify(others(a)) !== JSON.stringify(others(b)) &&
+    JSON.stringify(a.notes.filter((n) => !others(a).includes(n))) ===
+      JSON.stringify(b.notes.filter((n) => !others(b).includes(n)))
+  )
+    causes.push('scope: what the other items say, their maximum in its scope (notes only)');
+  return causes;
 }
 type Summaries = { lines: Line[] }[];
 interface Row {
@@ -187,7 +234,7 @@ function tableCauses(a: Row, b: Row): string[] {
 
 /** Why one summary line differs from the reference's. */
 function lineCauses(a: Line, b: Line): string[] {
-  const causes: string[] = [];
+  const causes: string[] = scopeCauses(a, b);
   if (a.rule.kind === 'unclear' && b.rule.kind === 'percent' && b.rule.deductible !== undefined)
     causes.push('summary: a per-visit deductible beside a percentage is added (was no share)');
   else if (b.rule.deductible !== undefined && a.rule.deductible === undefined)

@@ -47,6 +47,8 @@ export interface Tenant {
    * keys then no longer open /app/api. Absent: the page's API-key sign-in.
    */
   oidc?: OidcSettings;
+  /** The page as a SMART app of the clinic's EHR (docs/smart-launch.md); absent = no launch. */
+  smartLaunch?: SmartLaunch;
   /**
    * An Emirates ID whose check digit does not add up: refused before any upstream call (absent,
    * the default), or let through with a warning (`warn`). docs/request-mapping.md.
@@ -70,6 +72,20 @@ export interface OidcSettings {
   rolesClaim: string;
   /** A person with one of these roles may use the operator actions. */
   operatorRoles: string[];
+}
+
+/**
+ * The page registered as a SMART app in the clinic's EHR: the EHR FHIR bases it may be launched
+ * from (`iss`), its client id there, and, for a confidential client, the private keys of its
+ * private_key_jwt assertions (absent: a public client).
+ * https://hl7.org/fhir/smart-app-launch/app-launch.html,
+ * https://hl7.org/fhir/smart-app-launch/client-confidential-asymmetric.html
+ */
+export interface SmartLaunch {
+  fhirBaseUrls: string[];
+  clientId: string;
+  /** Private JWKs (RS384 or ES384, each with its kid); the first signs. Never logged. */
+  clientKeys?: { keys: Record<string, unknown>[] };
 }
 
 /**
@@ -368,6 +384,31 @@ const cdsClientSchema = z
   );
 
 /**
+ * An EHR FHIR base a SMART launch may name as `iss`: https, or http to a loopback address (an EHR
+ * on the same host); no credentials, query or fragment; kept without a trailing slash.
+ */
+const ehrFhirBase = z
+  .string()
+  .refine(
+    (v) => isAllowedJwksUrl(v) && isUrlPrefix(v),
+    'fhirBaseUrls entries must be https (or http to a loopback address) without credentials, query or fragment',
+  )
+  .transform((v) => v.replace(/\/+$/, ''));
+
+/** A private key of a confidential SMART app: the SMART asymmetric profile's RS384 or ES384. */
+const smartLaunchKey = jwkSchema.extend({
+  kid: z.string().min(1),
+  alg: z.enum(['RS384', 'ES384']),
+  d: z.string().min(1, 'clientKeys must be private keys'),
+});
+
+const smartLaunchSchema = z.object({
+  fhirBaseUrls: z.array(ehrFhirBase).min(1).max(20),
+  clientId: z.string().min(1).max(256),
+  clientKeys: z.object({ keys: z.array(smartLaunchKey).min(1) }).optional(),
+});
+
+/**
  * Where provider metadata may be read from: https, or http to a loopback address (a provider on
  * the same host, as in tests). The same rule as a JWKS URL.
  */
@@ -423,6 +464,7 @@ const tenantsSchema = (env: NodeJS.ProcessEnv) =>
             .refine(isTimeZone, 'timeZone must be an IANA time zone such as Asia/Dubai')
             .optional(),
           cdsClients: z.array(cdsClientSchema).default([]),
+          smartLaunch: smartLaunchSchema.optional(),
           oidc: oidcSchema(env).optional(),
           emiratesIdCheckDigit: z
             .enum(['refuse', 'warn'], 'emiratesIdCheckDigit must be "refuse" or "warn"')
@@ -453,7 +495,14 @@ function loadTenants(file: string, env: NodeJS.ProcessEnv): Tenant[] {
   const ids = new Set<string>();
   const clientIds = new Set<string>();
   const issuers = new Set<string>();
+  const ehrBases = new Set<string>();
   return parsed.data.tenants.map((t) => {
+    for (const base of t.smartLaunch?.fhirBaseUrls ?? []) {
+      // A launch names its tenant by iss alone: one EHR FHIR base, one tenant.
+      if (ehrBases.has(base))
+        throw new ConfigError(`TENANTS_FILE: smartLaunch fhirBaseUrl ${base} appears twice`);
+      ehrBases.add(base);
+    }
     for (const client of t.cdsClients) {
       // A CDS Hooks JWT names its client by iss alone: one iss, one tenant.
       if (issuers.has(client.iss))
@@ -500,6 +549,15 @@ function loadTenants(file: string, env: NodeJS.ProcessEnv): Tenant[] {
               ...(c.jwksUrl ? { jwksUrl: c.jwksUrl } : {}),
               fhirServers: c.fhirServers,
             })),
+          }
+        : {}),
+      ...(t.smartLaunch
+        ? {
+            smartLaunch: {
+              fhirBaseUrls: t.smartLaunch.fhirBaseUrls,
+              clientId: t.smartLaunch.clientId,
+              ...(t.smartLaunch.clientKeys ? { clientKeys: t.smartLaunch.clientKeys } : {}),
+            },
           }
         : {}),
       ...(t.oidc ? { oidc: oidcSettings(t.oidc) } : {}),

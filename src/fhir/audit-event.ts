@@ -28,7 +28,7 @@ export interface AuditRecord {
   /** A restful-interaction code: read, vread, search-type, create, update, delete, operation. */
   interaction: string;
   /** For an operation: its name (`$submit`); for other events a name of this service (`guard-reset`). */
-  operation?: string;
+  operation?: AuditOperation;
   /** Relative references of what the event concerns (`CoverageEligibilityResponse/{id}`). */
   entities?: string[];
   outcome: AuditOutcome;
@@ -53,6 +53,30 @@ export const LOGIN_INTERACTIONS = {
   login: { code: '110122', display: 'Login' },
   logout: { code: '110123', display: 'Logout' },
 } as const;
+
+/**
+ * Every operation name an AuditEvent may carry, each a code of the package's CodeSystem
+ * audit-operation (mappings/conformance/code-systems.json; a unit test holds the two equal).
+ */
+export const AUDIT_OPERATIONS = [
+  '$submit',
+  '$estimate',
+  '$status',
+  '$events',
+  'token',
+  'guard-reset',
+  'operator-view',
+  'appointments',
+  'recent-names',
+  'smart-launch',
+  'launch-context',
+  // A CDS Hooks call and its feedback, named after the service (docs/cds-hooks.md).
+  'cds:eligibility-appointment-book',
+  'cds:eligibility-patient-view',
+  'cds:eligibility-appointment-book/feedback',
+  'cds:eligibility-patient-view/feedback',
+] as const;
+export type AuditOperation = (typeof AUDIT_OPERATIONS)[number];
 
 export const AUDIT_AGENT_SYSTEM = 'http://fhir-eligibility-adapter.org/fhir/sid/agent';
 export const AUDIT_TENANT_SYSTEM = 'http://fhir-eligibility-adapter.org/fhir/sid/tenant';

@@ -69,6 +69,8 @@ export interface AppPageDeps {
   fhir?: FhirRoutes;
   /** Routes beside the API (sign-in, callback, logout, launch), mounted on /app ahead of the page. */
   signIn?: (router: Router) => void;
+  /** GET /app/api/launch-context: what a SMART launch opened the page on (docs/smart-launch.md). */
+  launchContext?: RequestHandler;
 }
 
 const PAYER = /^[A-Za-z0-9][A-Za-z0-9 ._-]{0,63}$/;
@@ -200,6 +202,13 @@ export function appPageRouter(deps: AppPageDeps): Router {
       res.status(204).end();
     },
   );
+  if (deps.launchContext) {
+    api.get(
+      '/launch-context',
+      audited(deps.audit, { action: 'R', interaction: 'read', operation: 'launch-context' }),
+      deps.launchContext,
+    );
+  }
   if (deps.fhir) {
     for (const route of deps.fhir.direct) api[route.method](`/fhir${route.path}`, ...route.handlers);
     api.use('/fhir', deps.fhir.router);

@@ -8,6 +8,7 @@
 import express from 'express';
 import type { RequestHandler, Response } from 'express';
 import type { AuditTrail } from '../checks/audit.js';
+import type { AuditOperation } from '../fhir/audit-event.js';
 import type { CdsMetrics } from '../metrics.js';
 import { notFound, OperationOutcomeError, outcome } from '../fhir/outcomes.js';
 import { CdsAuthError, verifyCdsJwt, type CdsCaller, type CdsJwtDeps } from '../operations/auth/cds-jwt.js';
@@ -107,14 +108,14 @@ function sendJson(res: Response, body: unknown): void {
 }
 
 /** An AuditEvent per call, its operation named after the service (`cds:eligibility-patient-view`). */
-function auditedCall(deps: CdsRouteDeps, suffix: string, entities: boolean): RequestHandler {
+function auditedCall(deps: CdsRouteDeps, suffix: '' | '/feedback', entities: boolean): RequestHandler {
   const byService = new Map(
     CDS_SERVICES.map((s) => [
       s.id,
       audited(deps.audit, {
         action: 'E',
         interaction: 'operation',
-        operation: `cds:${s.id}${suffix}`,
+        operation: `cds:${s.id}${suffix}` as AuditOperation,
         ...(entities ? { entity: listedEntities } : {}),
       }),
     ]),

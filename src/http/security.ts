@@ -6,7 +6,7 @@
 import express from 'express';
 import type { ErrorRequestHandler, RequestHandler, Response } from 'express';
 import type { AuditTrail } from '../checks/audit.js';
-import type { AuditAction, AuditRecord } from '../fhir/audit-event.js';
+import type { AuditAction, AuditOperation, AuditRecord } from '../fhir/audit-event.js';
 import { OperationOutcomeError, outcome } from '../fhir/outcomes.js';
 import type { Logger } from '../log.js';
 import { ASSERTION_ALGORITHMS, issueToken, OAuthError } from '../operations/auth/token-endpoint.js';
@@ -72,7 +72,7 @@ export function requireScope(type: string, permissions: string): RequestHandler 
 export interface AuditSpec {
   action: AuditAction;
   interaction: string;
-  operation?: string;
+  operation?: AuditOperation;
   /**
    * The relative reference of what the request concerned, read once the answer is written. A
    * list (a batch's checks) records one AuditEvent per reference.

@@ -12,6 +12,7 @@ import type { Store } from '../checks/store/appointment-store.js';
 import { createApp } from '../http/app.js';
 import { alreadyAuthenticated, appPageRouter } from '../http/app-page.js';
 import { Sessions } from '../http/sessions.js';
+import { launchContextRoute, smartLaunchRoutes } from '../http/smart-launch.js';
 import { oidcRoutes } from '../http/oidc.js';
 import { cerReadLane, type Lane } from '../http/cer-read-lane.js';
 import { fhirRoutes } from '../http/fhir-routes.js';
@@ -105,6 +106,14 @@ export function buildHttp(context: HttpContext): HttpSide {
     security: { audit },
     authenticateWith: alreadyAuthenticated,
   });
+  const signInWithOidc = oidcRoutes({
+    tenants: config.tenants,
+    sessions,
+    baseUrl,
+    logger,
+    audit,
+    refused: security.refused,
+  });
   const app = createApp({
     logger,
     ready: () => readiness(store, upstream),
@@ -124,14 +133,11 @@ export function buildHttp(context: HttpContext): HttpSide {
       sessions,
       refused: security.refused,
       fhir: pageFhir,
-      signIn: oidcRoutes({
-        tenants: config.tenants,
-        sessions,
-        baseUrl,
-        logger,
-        audit,
-        refused: security.refused,
-      }),
+      signIn: (router) => {
+        signInWithOidc(router);
+        router.use(smartLaunchRoutes({ tenants: config.tenants, sessions, store, baseUrl, audit }));
+      },
+      launchContext: launchContextRoute(store),
     }),
     fhir: fhirRoutes(fhirDeps),
   });

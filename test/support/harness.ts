@@ -6,7 +6,7 @@ import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { PassThrough } from 'node:stream';
-import type { CdsClient, Config, OidcSettings, SmartClient, Tenant } from '../../src/config.js';
+import type { CdsClient, Config, OidcSettings, SmartClient, SmartLaunch, Tenant } from '../../src/config.js';
 import { hashApiKey } from '../../src/config.js';
 import type { UpstreamPort } from '../../src/upstream/port.js';
 import { createLogger } from '../../src/log.js';
@@ -71,6 +71,8 @@ export interface HarnessOptions {
   previsitLeadMinutes?: number;
   /** OpenID Connect sign-in of clinic-a and clinic-b (docs/signin.md). */
   oidc?: { a?: OidcSettings; b?: OidcSettings };
+  /** SMART App Launch of the page from clinic-a's EHR (docs/smart-launch.md). */
+  smartLaunch?: { a?: SmartLaunch; b?: SmartLaunch };
   /** SESSION_IDLE_MINUTES, SESSION_MAX_HOURS (defaults 15, 12). */
   sessionIdleMinutes?: number;
   sessionMaxHours?: number;
@@ -112,6 +114,7 @@ export function testConfig(upstreamUrl: string, options: HarnessOptions = {}): C
         smartClients: options.smartClients?.a ?? [],
         ...(options.cdsClients?.a ? { cdsClients: options.cdsClients.a } : {}),
         ...(options.oidc?.a ? { oidc: options.oidc.a } : {}),
+        ...(options.smartLaunch?.a ? { smartLaunch: options.smartLaunch.a } : {}),
         ...(options.emiratesIdCheckDigit?.a ? { emiratesIdCheckDigit: options.emiratesIdCheckDigit.a } : {}),
       },
       {
@@ -119,6 +122,7 @@ export function testConfig(upstreamUrl: string, options: HarnessOptions = {}): C
         smartClients: options.smartClients?.b ?? [],
         ...(options.cdsClients?.b ? { cdsClients: options.cdsClients.b } : {}),
         ...(options.oidc?.b ? { oidc: options.oidc.b } : {}),
+        ...(options.smartLaunch?.b ? { smartLaunch: options.smartLaunch.b } : {}),
         ...(options.emiratesIdCheckDigit?.b ? { emiratesIdCheckDigit: options.emiratesIdCheckDigit.b } : {}),
       },
     ].map((t) =>

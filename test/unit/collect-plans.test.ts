@@ -86,7 +86,7 @@ describe('the visit summary of a plan shaped like a real one', () => {
       'inpatient from the two lists with the same figures',
       'found-eligible-deductible',
       'inpatient',
-      'Inpatient (Inpatient): 20% of the fee, at most AED 1000 per visit',
+      'Inpatient (Inpatient): 20% of the fee, at most AED 1000 per admission',
     ],
     [
       'inpatient covered in full in the two lists',

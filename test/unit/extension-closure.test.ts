@@ -18,7 +18,9 @@ import type {
   StructureDefinition,
 } from 'fhir/r4.js';
 import { describe, expect, it } from 'vitest';
+import { AUDIT_OPERATIONS } from '../../src/fhir/audit-event.js';
 import { CANONICAL_BASE, PROFILES } from '../../src/fhir/canonical.js';
+import { CDS_SERVICES } from '../../src/operations/cds-hooks/services.js';
 import { packageResources } from '../../src/mapping/conformance/package.js';
 import {
   adapterErrorCer,
@@ -229,5 +231,18 @@ describe('every extension the mapper emits is defined where it is used', () => {
     };
     emitted().forEach(walk);
     expect([...missing].sort()).toEqual([]);
+  });
+
+  it('has every operation name an AuditEvent may carry in the CodeSystem audit-operation, and no other', () => {
+    const system = packageResources().find(
+      (r): r is CodeSystem =>
+        r.resourceType === 'CodeSystem' &&
+        (r as CodeSystem).url === `${CANONICAL_BASE}/CodeSystem/audit-operation`,
+    );
+    expect((system?.concept ?? []).map((c) => c.code).sort()).toEqual([...AUDIT_OPERATIONS].sort());
+    // The CDS Hooks routes name their operation after each service (src/http/cds-routes.ts).
+    for (const service of CDS_SERVICES)
+      for (const suffix of ['', '/feedback'])
+        expect(AUDIT_OPERATIONS as readonly string[]).toContain(`cds:${service.id}${suffix}`);
   });
 });

@@ -4,13 +4,14 @@
  * Run by SqlStore on either database, like the rest of the store.
  */
 import { randomFillSync } from 'node:crypto';
+import { AUDIT_OPERATIONS } from '../../fhir/audit-event.js';
 import type { AuditAction, AuditOutcome, AuditPerson, AuditRecord } from '../../fhir/audit-event.js';
 import type { AuditFilters, AuditRow } from './check-store.js';
 
 export type { AuditFilters, AuditRow } from './check-store.js';
 import type { Work } from './driver.js';
 import { one } from './driver.js';
-import { int, nullableText, text } from './rows.js';
+import { int, nullableText, oneOf, text } from './rows.js';
 import type { Row } from './rows.js';
 
 /** The id prefix of a time: 12 hex digits of epoch ms, so ids sort by the time they were recorded. */
@@ -170,8 +171,7 @@ function rowToAudit(row: Row): AuditRow {
     interaction: text(row, 'interaction'),
     outcome: text(row, 'outcome') as AuditOutcome,
   };
-  const operation = nullableText(row, 'operation');
-  if (operation !== null) record.operation = operation;
+  if (nullableText(row, 'operation') !== null) record.operation = oneOf(row, 'operation', AUDIT_OPERATIONS);
   const entity = nullableText(row, 'entity');
   if (entity !== null) record.entities = [entity];
   const outcomeDesc = nullableText(row, 'outcome_desc');

@@ -7,14 +7,27 @@
  * a `deductible` on a category is a fixed amount per visit (AED 20 per consultation), not a
  * yearly deductible; a percentage carries a per-visit maximum and sometimes a yearly cap. A
  * maximum of 0 beside a percentage is the portal giving none, never "pay nothing".
+ *
+ * A maximum is read in the scope the portal gives it (the item's `term`, the portal's
+ * `copay_max_scope`/`copay_maximum_scope`): per visit (or per claim, encounter, consultation or
+ * session: one outpatient claim is one visit) caps the share of one fee; per year or policy
+ * period is a yearly cap; any other scope (per admission, per case, per day, lifetime...) is
+ * said in the portal's words and never applied to one fee as if per visit. No scope: on an
+ * outpatient line read as per visit (UAE outpatient plans, noted), on an inpatient line said as
+ * "no scope given" and not applied.
  */
 import type {
   CoverageEligibilityResponseInsuranceItem as Item,
   CoverageEligibilityResponseInsuranceItemBenefit as Benefit,
 } from 'fhir/r4.js';
 import { parsePercent } from '../../upstream/contract.js';
-import { BENEFIT_TERM_SYSTEM, BENEFIT_TYPE_SYSTEM, OWN_BENEFIT_TYPE_SYSTEM } from './codes.js';
-import { DEFAULT_CURRENCY } from './vocabulary.js';
+import {
+  BENEFIT_TERM_SYSTEM,
+  BENEFIT_TYPE_SYSTEM,
+  OWN_BENEFIT_TYPE_SYSTEM,
+  SERVICE_CATEGORY_SYSTEM,
+} from './codes.js';
+import { DEFAULT_CURRENCY, normalizeLabel } from './vocabulary.js';
 
 /** The figures of one benefit, as the visit summary and the estimate read them. */
 export interface BenefitModel {
@@ -26,10 +39,15 @@ export interface BenefitModel {
   fixed?: number;
   /** The per-visit deductible (UAE outpatient: a fixed amount per visit). */
   deductible?: number;
-  /** The most the patient pays per visit (the copay maximum, unless its scope is yearly). */
+  /** The most the patient pays per visit: a copay maximum per visit (or claim), or without scope on an outpatient line. */
   perVisitCap?: number;
-  /** True when the portal gave the maximum without a scope: read as per visit. */
+  /** True when the portal gave the maximum without a scope on an outpatient line: read as per visit. */
   capScopeAssumed?: boolean;
+  /**
+   * A copay maximum over a scope wider than one visit, or without scope on an inpatient line:
+   * shown in the portal's words (`per admission`; undefined: no scope given), never applied to one fee.
+   */
+  scopedCap?: { amount: number; scope: string | undefined };
   /** A yearly cap on the patient's copays, as given (amount, or the portal's text). */
   yearlyCap?: string;
   /** The portal's own text where it gave no figure ("As per policy"). */
@@ -85,8 +103,80 @@ function percentOf(benefit: Benefit | undefined): number | undefined {
   return value === null ? undefined : value;
 }
 
-function isYearly(item: Item): boolean {
-  return item.term?.coding?.some((c) => c.system === BENEFIT_TERM_SYSTEM && c.code === 'annual') === true;
+/** Scopes of one visit: one outpatient claim (encounter) is one visit. Normalized (normalizeLabel). */
+const VISIT_SCOPES: ReadonlySet<string> = new Set([
+  'visit',
+  'per visit',
+  'each visit',
+  'claim',
+  'per claim',
+  'encounter',
+  'per encounter',
+  'consultation',
+  'per consultation',
+  'session',
+  'per session',
+]);
+
+/** A policy period reads as a year's cap, in the portal's words (not the FHIR `annual` term). */
+const PERIOD_SCOPES: ReadonlySet<string> = new Set([
+  'policy period',
+  'per policy period',
+  'policy year',
+  'per policy year',
+  'benefit period',
+  'per benefit period',
+  'per policy',
+]);
+
+/** Texts the portal writes where it gives no scope (normalized). */
+const NO_SCOPES: ReadonlySet<string> = new Set([
+  '',
+  'nil',
+  'none',
+  'null',
+  'na',
+  'n a',
+  'not mentioned',
+  'not applicable',
+  'not specified',
+]);
+
+/** A scope of one or two words, with or without `per`: `per admission`, `Per_Case`, `lifetime`. */
+const READABLE_SCOPE = /^(?:per |each )?[a-z]+(?: [a-z]+)?$/;
+
+/**
+ * The scope of a maximum as people read it: `per_admission` -> `per admission`, `Case` ->
+ * `per case`; a longer text in the portal's words, quoted (`scope "A & B"`); undefined for no
+ * scope (`Nil`, a number, empty).
+ */
+export function scopeWords(scope: string): string | undefined {
+  const words = normalizeLabel(scope);
+  if (NO_SCOPES.has(words) || !/[a-z]/.test(words)) return undefined;
+  if (!READABLE_SCOPE.test(words)) return `(scope "${scope}")`;
+  return words.startsWith('per ') || words.startsWith('each ') ? words : `per ${words}`;
+}
+
+/** An inpatient line: of the inpatient category, or in the Inpatient block. */
+function isInpatient(item: Item): boolean {
+  const code = item.category?.coding?.find((c) => c.system === SERVICE_CATEGORY_SYSTEM)?.code;
+  return code === 'inpatient' || normalizeLabel(item.name ?? '').startsWith('inpatient');
+}
+
+type CapScope =
+  { kind: 'visit' } | { kind: 'year'; words: string } | { kind: 'wider'; words: string | undefined };
+
+/** What the scope of an item's copay maximum is (its `term`). */
+function capScopeOf(item: Item): CapScope | undefined {
+  if (item.term?.coding?.some((c) => c.system === BENEFIT_TERM_SYSTEM && c.code === 'annual'))
+    return { kind: 'year', words: 'per year' };
+  const text = item.term?.text;
+  const words = text === undefined ? undefined : scopeWords(text);
+  if (text === undefined || words === undefined) return undefined;
+  const normalized = normalizeLabel(text);
+  if (VISIT_SCOPES.has(normalized)) return { kind: 'visit' };
+  if (PERIOD_SCOPES.has(normalized)) return { kind: 'year', words };
+  return { kind: 'wider', words };
 }
 
 /** Amount as people write it: `AED 50`, `AED 75.50`. */
@@ -115,10 +205,15 @@ export function benefitModelOf(item: Item): BenefitModel {
   const perVisit = positiveMoney(deductible);
   if (perVisit !== undefined) model.deductible = perVisit;
   const cap = positiveMoney(maximum);
-  if (cap !== undefined && isYearly(item)) model.yearlyCap = `${money(cap, currency)} per year`;
-  else if (cap !== undefined) {
-    model.perVisitCap = cap;
-    if (!item.term) model.capScopeAssumed = true;
+  if (cap !== undefined) {
+    const scope = capScopeOf(item);
+    if (scope?.kind === 'year') model.yearlyCap = `${money(cap, currency)} ${scope.words}`;
+    else if (scope?.kind === 'wider') model.scopedCap = { amount: cap, scope: scope.words };
+    else if (scope === undefined && isInpatient(item)) model.scopedCap = { amount: cap, scope: undefined };
+    else {
+      model.perVisitCap = cap;
+      if (scope === undefined) model.capScopeAssumed = true;
+    }
   }
   if (aggregate?.allowedString) model.yearlyCap = aggregate.allowedString;
   return model;

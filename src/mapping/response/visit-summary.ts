@@ -9,7 +9,8 @@
  * portal's copay analysis first, its benefit list second, the form blocks (copay_details_to_fill)
  * last; in-network before out-of-network. Every choice and every reading of a figure is a note
  * (`$estimate` turns them into processNotes): the block or network chosen, a maximum read as per
- * visit, a deductible read as a per-visit amount, a yearly cap not applied, what other items say.
+ * visit, a maximum over another scope (per admission, per case) said in its words and not applied,
+ * a deductible read as a per-visit amount, a yearly cap not applied, what other items say.
  */
 import type {
   CodeableConcept,
@@ -248,7 +249,9 @@ function choose(candidates: readonly IndexedItem[]): Choice | undefined {
     if (extra.fixed !== undefined && extra.fixed !== extra.deductible) continue;
     const samePercent =
       extra.percent === model.percent || (model.percent === undefined && (extra.percent ?? 0) === 0);
-    const sameCap = extra.perVisitCap === undefined || extra.perVisitCap === model.perVisitCap;
+    const sameCap =
+      (extra.perVisitCap === undefined || extra.perVisitCap === model.perVisitCap) &&
+      (extra.scopedCap === undefined || extra.scopedCap.amount === model.scopedCap?.amount);
     if (!samePercent || !sameCap) continue;
     const merged: BenefitModel = { ...model, deductible: extra.deductible };
     return { entry: chosen.entry, model: merged, rule: shareRuleOf(merged), deductibleFrom: other };
@@ -256,21 +259,37 @@ function choose(candidates: readonly IndexedItem[]): Choice | undefined {
   return chosen;
 }
 
+/**
+ * A maximum not applied to one fee, in the portal's scope: `at most AED 1000 per admission`,
+ * `at most AED 1000 (no scope given by the portal)`; undefined when there is none.
+ */
+function scopedCapWords(model: BenefitModel | undefined): string | undefined {
+  const capped = model?.scopedCap;
+  if (!capped) return undefined;
+  const amount = money(capped.amount, model.currency);
+  return capped.scope
+    ? `at most ${amount} ${capped.scope}`
+    : `at most ${amount} (no scope given by the portal)`;
+}
+
 /** The sentence's body for a rule. */
 function bodyOf(rule: ShareRule, model: BenefitModel | undefined): string {
   const currency = model?.currency ?? 'AED';
+  const scoped = scopedCapWords(model);
   switch (rule.kind) {
     case 'not-covered':
       return 'not covered';
     case 'percent':
       if (rule.deductible !== undefined)
         return rule.cap === undefined
-          ? `${money(rule.deductible, currency)} per visit (the portal's deductible) plus ${rule.percent}% of the fee, no maximum given by the portal`
+          ? `${money(rule.deductible, currency)} per visit (the portal's deductible) plus ${rule.percent}% of the fee, ${scoped ? `the ${rule.percent}% ${scoped}` : 'no maximum given by the portal'}`
           : `${money(rule.deductible, currency)} per visit (the portal's deductible) plus ${rule.percent}% of the fee, the ${rule.percent}% at most ${money(rule.cap, currency)} per visit`;
       if (rule.percent === 0 && rule.cap === undefined) return 'no copay (0% of the fee)';
-      return rule.cap === undefined
-        ? `${rule.percent}% of the fee, no maximum given by the portal`
-        : `${rule.percent}% of the fee, at most ${money(rule.cap, currency)} per visit`;
+      if (rule.cap === undefined)
+        return scoped
+          ? `${rule.percent}% of the fee, ${scoped}`
+          : `${rule.percent}% of the fee, no ${model?.yearlyCap ? 'per-visit ' : ''}maximum given by the portal`;
+      return `${rule.percent}% of the fee, at most ${money(rule.cap, currency)} per visit`;
     case 'fixed':
       return rule.fromDeductible
         ? `${money(rule.amount, currency)} per visit (the portal's deductible, a fixed amount per visit)`
@@ -292,6 +311,8 @@ function figuresOf(model: BenefitModel | undefined): string {
   if (model.percent !== undefined) parts.push(`${model.percent}% of the fee`);
   if (model.perVisitCap !== undefined)
     parts.push(`at most ${money(model.perVisitCap, model.currency)} per visit`);
+  const scoped = scopedCapWords(model);
+  if (scoped !== undefined) parts.push(scoped);
   if (model.fixed !== undefined) parts.push(`${money(model.fixed, model.currency)} per visit`);
   if (model.deductible !== undefined)
     parts.push(`a deductible of ${money(model.deductible, model.currency)} per visit`);
@@ -306,8 +327,26 @@ function labelOf(category: ServiceCategory, block: string | undefined, network: 
 
 function notesOf(rule: ShareRule, model: BenefitModel | undefined, label: string): string[] {
   const notes: string[] = [];
-  if (rule.kind === 'percent' && rule.cap === undefined && rule.percent > 0)
-    notes.push(`${label}: the portal gives no maximum (or 0) beside the percentage; none is applied.`);
+  if (rule.kind === 'percent' && rule.cap === undefined && rule.percent > 0 && !model?.scopedCap)
+    notes.push(
+      `${label}: the portal gives no ${model?.yearlyCap ? 'per-visit ' : ''}maximum (or 0) beside the percentage; none is applied.`,
+    );
+  if (rule.kind === 'percent' && rule.percent > 0 && model?.scopedCap) {
+    const amount = money(model.scopedCap.amount, model.currency);
+    const scope = model.scopedCap.scope;
+    if (scope === undefined)
+      notes.push(
+        `${label}: the portal gives the maximum of ${amount} on an inpatient line without its scope (per admission, per year...): it is not applied to this fee as if per visit.`,
+      );
+    else if (scope.startsWith('('))
+      notes.push(
+        `${label}: the portal gives the maximum of ${amount} with a scope this service does not read ${scope}: it is not applied to this fee as if per visit.`,
+      );
+    else
+      notes.push(
+        `${label}: the maximum of ${amount} is ${scope}, not per visit: it is not applied to this fee as if per visit, since what the patient has already paid ${scope.replace(/^(per|each) /, 'this ')} is not known here; the patient pays at most ${amount} ${scope} in all.`,
+      );
+  }
   if (model?.capScopeAssumed && rule.kind === 'percent')
     notes.push(`${label}: the portal gives the maximum without its scope; it is read as per visit.`);
   if ((rule.kind === 'fixed' && rule.fromDeductible) || (rule.kind === 'percent' && rule.deductible))
@@ -459,6 +498,10 @@ function shortShare(line: VisitLine): string {
       if (rule.deductible !== undefined)
         return `${name} ${money(rule.deductible, currency)} + ${rule.percent}%${rule.cap === undefined ? '' : ` up to ${money(rule.cap, currency)}`}`;
       if (rule.percent === 0 && rule.cap === undefined) return `${name} no copay`;
+      if (rule.cap === undefined && line.model?.scopedCap) {
+        const scoped = line.model.scopedCap;
+        return `${name} ${rule.percent}% up to ${money(scoped.amount, currency)}${scoped.scope ? ` ${scoped.scope}` : ', no scope given'}`;
+      }
       return rule.cap === undefined
         ? `${name} ${rule.percent}%, no maximum given`
         : `${name} ${rule.percent}% up to ${money(rule.cap, currency)}`;
