@@ -220,6 +220,16 @@ export function acceptSubscription(
   // replaced: the handshake decides) and the profile it conforms to.
   const { id: _id, meta: _meta, text: _text, error: _error, ...rest } = input;
   const resource: Subscription = { ...rest, meta: { profile: [SUBSCRIPTION_PROFILE] }, status: 'requested' };
+  // The profile makes the payload content 1..1: a client that left it to the default reads back
+  // the content it gets (docs/validation.md).
+  const payload = resource.channel._payload;
+  if (!extension(payload?.extension, EXT.payloadContent)) {
+    const content = { url: EXT.payloadContent, valueCode: DEFAULT_CONTENT };
+    resource.channel = {
+      ...resource.channel,
+      _payload: { ...payload, extension: [...(payload?.extension ?? []), content] },
+    };
+  }
   return { resource, filter, channel: channelOf(resource), endAt };
 }
 

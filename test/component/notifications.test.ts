@@ -175,6 +175,22 @@ describe('Subscription create and handshake', () => {
     );
   });
 
+  it('reads back the payload content it applies when the client left it to the default (the profile makes it 1..1)', async () => {
+    const { _payload: _omitted, ...channel } = subscription({ path: 'default-content' }).channel;
+    const res = await request(h.url)
+      .post('/fhir/Subscription')
+      .set(h.auth)
+      .set('Content-Type', FHIR_JSON)
+      .send({ ...subscription({ path: 'default-content' }), channel });
+    expect(res.status).toBe(201);
+    expectValidFhir(res.body);
+    const created = res.body as Subscription;
+    expect(created.meta?.profile).toEqual([`${BACKPORT}/backport-subscription`]);
+    expect(created.channel._payload?.extension).toEqual([
+      { url: `${BACKPORT}/backport-payload-content`, valueCode: 'id-only' },
+    ]);
+  });
+
   it('turns error when the handshake is not answered 2xx', async () => {
     receiver.answer = (r) => (r.path === '/hooks/refused' ? 403 : 200);
     const res = await subscribe({ path: 'refused' });
