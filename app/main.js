@@ -9,7 +9,7 @@ import { setTimeZone, when } from './clock.js';
 import { $, bdi, el } from './dom.js';
 import { emiratesIdProblem, PROBLEM_TEXT } from './emirates-id.js';
 import { loadLaunchContext, servicedOf, showLaunch } from './launch.js';
-import { estimate, outcomeBadge, outcomeWords, renderResult } from './result.js';
+import { estimate, outcomeBadge, outcomeWords, renderResult, showKept } from './result.js';
 
 const V2_0203 = 'http://terminology.hl7.org/CodeSystem/v2-0203';
 const REQUEST_SYSTEM = 'urn:fhir-eligibility-adapter:front-desk';
@@ -52,6 +52,7 @@ async function enter(payers, key) {
   const settings = await call('/app/api/settings', { key });
   if (settings.status !== 200) return outcomeText(settings.json, settings.status);
   setTimeZone(settings.json.timeZone);
+  keptDays = settings.json.evidenceRetentionDays ?? 730;
   fillPayers(payers.json);
   for (const v of visitTypes.json.visitTypes) categoryOfVisitType.set(`${v.system}|${v.code}`, v.category);
   fillSelect(
@@ -191,6 +192,8 @@ let polling = null;
 /** When the check followed was sent, or first seen waiting (its progress counts from then). */
 let sentAt = 0;
 let lastCheck = null;
+/** EVIDENCE_RETENTION_DAYS, from the settings: how long a kept document stays. */
+let keptDays = 730;
 let shownId = null;
 
 function stopPolling() {
@@ -339,6 +342,12 @@ async function follow(path, etag) {
   show(read.json, read.headers.get('etag'), path);
 }
 
+async function keepShowingKept(cer, onOpen, tries) {
+  const pending = await showKept(cer, { onOpen, keptDays });
+  if (pending && tries > 1 && shownId === cer.id)
+    setTimeout(() => void keepShowingKept(cer, onOpen, tries - 1), 1500);
+}
+
 /** The category $estimate is asked about for the shown check: its visit type's, else Consultation. */
 let shownCategory = null;
 
@@ -349,11 +358,12 @@ function showResult(cer, visitType) {
   shownCategory =
     categoryOfVisitType.get(visitType) ??
     (system === BENEFIT_CATEGORY ? { system, code } : { system: BENEFIT_CATEGORY, code: '3' });
-  renderResult(cer, {
-    onOpen: (url, title) => void openDocument(url, title),
-    onSearchAll: () => void searchAllPayers(),
-  });
+  const onOpen = (url, title) => void openDocument(url, title);
+  renderResult(cer, { onOpen, onSearchAll: () => void searchAllPayers() });
   $('result').hidden = false;
+  // The proof: which documents are kept, and until when (docs/evidence.md). They are kept just
+  // after the answer: asked again a few times while this answer is shown and some are not yet.
+  if (cer.outcome !== 'queued') void keepShowingKept(cer, onOpen, 5);
 }
 
 /** A fee as the desk types it (`150`, `150.50`, `1,200`): AED with at most two decimals, or null. */
@@ -455,7 +465,12 @@ async function loadRecent() {
   const outcome = $('recent-outcome').value;
   const search = $('recent-search').value.trim();
   if (outcome) params.set('outcome', outcome);
-  if (search) params.set('patient', search);
+  // A patient's past answers, as far back as the store keeps them (an answer with kept documents
+  // stays EVIDENCE_RETENTION_DAYS): more of them, each opened with its proof.
+  if (search) {
+    params.set('patient', search);
+    params.set('_count', '50');
+  }
   const found = await call(`/fhir/CoverageEligibilityResponse?${params}`);
   if (found.status === 401) return signOut();
   const list = $('recent-list');

@@ -240,9 +240,11 @@ function messages(cer) {
 
 /**
  * The documents to open: the portal screenshot always (the proof of what the portal said), the
- * letters and forms only for a found member (a member-not-found answer has none to give).
+ * letters and forms only for a found member (a member-not-found answer has none to give). Beside a
+ * kept one, until when it is kept (`kept`: Binary id -> ISO date, docs/evidence.md); a document
+ * that could not be kept says why, with nothing to open.
  */
-function documents(cer, onOpen) {
+function documents(cer, onOpen, kept) {
   const found = (cer.insurance ?? []).length > 0;
   const refs = [
     ...byName(cer.extension, 'portal-screenshot'),
@@ -251,17 +253,55 @@ function documents(cer, onOpen) {
   const items = refs.flatMap((ext) => {
     const doc = contained(cer, ext.valueReference?.reference);
     const attachment = doc?.content?.[0]?.attachment;
-    if (!attachment?.url) return [];
-    const title = attachment.title ?? doc.description ?? 'Document';
+    const title = attachment?.title ?? doc?.description ?? 'Document';
+    if (!attachment?.url) {
+      return doc?.description
+        ? [
+            el(
+              'li',
+              { class: 'not-kept' },
+              bdi(attachment?.title ?? doc.type?.text ?? 'Document'),
+              `: ${doc.description}`,
+            ),
+          ]
+        : [];
+    }
+    const until = kept.get(attachment.url.split('/').pop() ?? '');
     return [
       el(
         'li',
         {},
         el('button', { type: 'button', onclick: () => onOpen(attachment.url, title) }, 'Open ', bdi(title)),
+        ...(until ? [' ', el('span', { class: 'kept', text: `kept until ${until}` })] : []),
       ),
     ];
   });
   return items.length ? [el('h3', { text: 'Documents' }), el('ul', { class: 'documents' }, ...items)] : [];
+}
+
+/**
+ * The documents of a shown answer again, with when each kept one is kept until: its
+ * DocumentReference's date (when kept) plus `keptDays` (EVIDENCE_RETENTION_DAYS). True while a
+ * document the answer links is not kept yet.
+ */
+export async function showKept(cer, { onOpen, keptDays }) {
+  const found = await call(
+    `/fhir/DocumentReference?related=${encodeURIComponent(`CoverageEligibilityResponse/${cer.id}`)}&_count=100`,
+  );
+  if (found.status !== 200) return false;
+  const kept = new Map();
+  for (const entry of found.json.entry ?? []) {
+    const doc = entry.resource;
+    const at = Date.parse(doc?.date ?? '');
+    if (!doc?.id || Number.isNaN(at)) continue;
+    kept.set(doc.id, new Date(at + keptDays * 86_400_000).toISOString().slice(0, 10));
+  }
+  $('documents').replaceChildren(...documents(cer, onOpen, kept));
+  // Whether a linked document is not kept yet (the caller may ask again shortly).
+  return (cer.contained ?? []).some((r) => {
+    const url = r.resourceType === 'DocumentReference' ? r.content?.[0]?.attachment?.url : undefined;
+    return url !== undefined && !kept.has(url.split('/').pop() ?? '');
+  });
 }
 
 // ---------------------------------------------------------------- the estimate
@@ -364,6 +404,6 @@ export function renderResult(cer, { onOpen, onSearchAll }) {
   const tables = benefitTables(cer.text?.div);
   $('coverages').replaceChildren(...insurance.map((ins, i) => coverageSection(cer, ins, tables[i] ?? [])));
   $('messages').replaceChildren(...messages(cer));
-  $('documents').replaceChildren(...documents(cer, onOpen));
+  $('documents').replaceChildren(...documents(cer, onOpen, new Map()));
   $('checked').textContent = cer.outcome === 'queued' ? '' : `Checked: ${when(cer.created)}`;
 }

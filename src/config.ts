@@ -157,6 +157,15 @@ export interface Config {
   metricsToken: string | null;
   /** Stored checks older than this are purged. */
   retentionDays: number;
+  /**
+   * A final CER and its kept documents stay this long, whatever retentionDays removes of the rest
+   * of the check (docs/evidence.md). Absent: 730.
+   */
+  evidenceRetentionDays?: number;
+  /** The largest document kept (bytes, enforced while it streams). Absent: 10 MiB. */
+  evidenceMaxBytes?: number;
+  /** The first back-off of a failed document download (doubles at each try). Absent: 30 s. */
+  evidenceRetryMs?: number;
   /** How long a replica owns a claimed check before another may take it over. */
   leaseMs: number;
   /** Per-tenant $submit budget per minute (429 + Retry-After beyond it). */
@@ -233,6 +242,8 @@ const envSchema = z.object({
   SOURCE_FHIR_BASE_URL: httpUrl.optional(),
   METRICS_TOKEN: z.string().min(16, 'must be at least 16 characters').optional(),
   RETENTION_DAYS: intFrom(1).default(30),
+  EVIDENCE_RETENTION_DAYS: intFrom(1).default(730),
+  EVIDENCE_MAX_BYTES: intFrom(1024).default(10 * 1024 * 1024),
   LEASE_MS: intFrom(1000).default(60000),
   SUBMIT_RATE_PER_MINUTE: intFrom(1).default(120),
   SANDBOX_TIME_SCALE: z
@@ -682,6 +693,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     logLevel: e.LOG_LEVEL,
     metricsToken: e.METRICS_TOKEN ?? null,
     retentionDays: e.RETENTION_DAYS,
+    evidenceRetentionDays: e.EVIDENCE_RETENTION_DAYS,
+    evidenceMaxBytes: e.EVIDENCE_MAX_BYTES,
     leaseMs: e.LEASE_MS,
     submitRatePerMinute: e.SUBMIT_RATE_PER_MINUTE,
     sandboxTimeScale: e.SANDBOX_TIME_SCALE,

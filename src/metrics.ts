@@ -10,6 +10,7 @@ import type { UpstreamPort, UpstreamResult } from './upstream/port.js';
 import { describeFailure } from './upstream/port.js';
 import type { DeliveryMetrics } from './notifications/worker.js';
 import type { PrevisitEvent } from './checks/previsit.js';
+import type { EvidenceEvent } from './checks/evidence-worker.js';
 
 export interface Metrics {
   registry: client.Registry;
@@ -23,6 +24,8 @@ export interface Metrics {
   onPrevisit: (event: PrevisitEvent) => void;
   /** CDS Hooks calls, cards and feedback (docs/cds-hooks.md). */
   cds: CdsMetrics;
+  /** Evidence (docs/evidence.md): documents kept, not kept, retried; bytes; time to kept. */
+  onEvidence: (event: EvidenceEvent) => void;
 }
 
 /** CDS Hooks: calls per service and outcome, cards per indicator, feedback per outcome. */
@@ -182,6 +185,25 @@ export function createMetrics(store: CheckStore): Metrics {
     'recheck-cancelled': 'cancelled',
   };
 
+  const evidenceDocuments = new client.Counter({
+    name: 'evidence_documents_total',
+    help: 'Documents of final answers: kept, not kept (by reason), download retried',
+    labelNames: ['tenant', 'result'] as const,
+    registers: [registry],
+  });
+  const evidenceBytes = new client.Counter({
+    name: 'evidence_bytes_total',
+    help: 'Bytes of the documents kept (before deduplication)',
+    labelNames: ['tenant'] as const,
+    registers: [registry],
+  });
+  const evidenceLag = new client.Histogram({
+    name: 'evidence_kept_seconds',
+    help: "From a check's final answer to its document kept",
+    buckets: [0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 3600],
+    registers: [registry],
+  });
+
   const timed = async <T>(endpoint: string, call: () => Promise<UpstreamResult<T>>) => {
     const end = upstreamCalls.startTimer({ endpoint });
     const result = await call();
@@ -200,6 +222,14 @@ export function createMetrics(store: CheckStore): Metrics {
     onPrevisit(event) {
       if (event.type === 'checkin-reused') checkinsReused.inc({ tenant: event.tenantId });
       else rechecks.inc({ tenant: event.tenantId, result: RECHECK_RESULTS[event.type] });
+    },
+    onEvidence(event) {
+      if (event.type === 'kept') {
+        evidenceDocuments.inc({ tenant: event.tenantId, result: 'kept' });
+        evidenceBytes.inc({ tenant: event.tenantId }, event.bytes);
+        evidenceLag.observe(event.afterMs / 1000);
+      } else if (event.type === 'retry') evidenceDocuments.inc({ tenant: event.tenantId, result: 'retried' });
+      else evidenceDocuments.inc({ tenant: event.tenantId, result: `not-kept-${event.reason}` });
     },
     deliveries: {
       sent: (type) => notificationsSent.inc({ type }),

@@ -15,6 +15,7 @@ import { openStore } from './checks/store/open.js';
 import type { Scheduler } from './checks/scheduler.js';
 import type { CheckService } from './checks/service.js';
 import type { PrevisitWorker } from './checks/previsit-worker.js';
+import type { EvidenceWorker } from './checks/evidence-worker.js';
 import type { Store } from './checks/store/appointment-store.js';
 import type { UpstreamPort } from './upstream/port.js';
 import type { UpstreamClient } from './upstream/client.js';
@@ -43,6 +44,8 @@ export interface RunningServer {
   previsit: PrevisitWorker;
   /** Sends subscription notifications (docs/notifications.md). */
   notifications: DeliveryWorker;
+  /** Keeps the documents of final answers (docs/evidence.md). */
+  evidence: EvidenceWorker;
   upstreamUrl: string;
   /** The audit trail (record() from other routes; flush() in tests). */
   audit: AuditTrail;
@@ -94,6 +97,7 @@ export async function startServer(
   const workers = buildWorkers({
     ...common,
     upstream: upstream.upstream,
+    upstreamUrl: upstream.url,
     owner,
     injectedClock: overrides.now !== undefined,
   });
@@ -121,6 +125,7 @@ export async function startServer(
     checks,
     previsit: workers.previsit,
     notifications: workers.notifications,
+    evidence: workers.evidence,
     upstreamUrl: upstream.url,
     audit: security.audit,
     readLane: http.readLane,

@@ -53,6 +53,8 @@ export interface AppPageDeps {
   tenants: readonly Tenant[];
   store: Store;
   logger: Logger;
+  /** EVIDENCE_RETENTION_DAYS: how long the page says kept documents stay. */
+  evidenceRetentionDays?: number;
   /** A tenant's pre-visit settings (its time zone: the page's day). */
   previsit: (tenant: Tenant) => PrevisitSettings;
   now: () => number;
@@ -158,7 +160,7 @@ export function appPageRouter(deps: AppPageDeps): Router {
     res.json(await payerOptions(deps.store, res.locals.tenant as Tenant));
   });
   api.get('/settings', (_req, res) => {
-    res.json(deskSettings(res.locals.tenant as Tenant));
+    res.json(deskSettings(res.locals.tenant as Tenant, deps.evidenceRetentionDays));
   });
   api.get('/visit-types', (_req, res) => {
     res.json({ visitTypes: visitTypeOptions() });

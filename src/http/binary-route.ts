@@ -1,5 +1,6 @@
 /**
- * GET /fhir/Binary/{id}: the document proxy. Streams a document or the portal screenshot through
+ * GET /fhir/Binary/{id}: the kept copy of a document (docs/evidence.md), else the document proxy,
+ * which streams a document or the portal screenshot through
  * a link the upstream signed a moment ago (src/operations/binary.ts finds it); the signed link
  * itself is never sent to the client, and only https links or links on the upstream's own origin
  * are fetched (https://hl7.org/fhir/R4/binary.html#rest).
@@ -10,7 +11,9 @@ import { request as httpRequest } from 'undici';
 import type { CheckService } from '../checks/service.js';
 import { OperationOutcomeError, outcome } from '../fhir/outcomes.js';
 import type { Logger } from '../log.js';
-import { freshDocumentLink, type FreshResults } from '../operations/binary.js';
+import { freshDocumentLink, keptDocument, type FreshResults } from '../operations/binary.js';
+import type { EvidenceStore } from '../checks/store/evidence-store.js';
+import { allowedDocumentUrl } from '../upstream/documents.js';
 import type { FhirRequest } from '../operations/types.js';
 
 export interface DocumentProxyDeps {
@@ -23,19 +26,12 @@ export interface DocumentProxyDeps {
    * cannot make the adapter fetch an internal address for a client.
    */
   documentOrigins: readonly string[];
+  /** The kept documents (docs/evidence.md), served ahead of the upstream once kept. */
+  evidence: EvidenceStore;
   logger?: Logger;
 }
 
 const GENERIC_TYPES = new Set(['application/octet-stream', 'binary/octet-stream']);
-
-function allowedDocumentUrl(url: string, origins: readonly string[]): boolean {
-  try {
-    const parsed = new URL(url);
-    return parsed.protocol === 'https:' || origins.includes(parsed.origin);
-  } catch {
-    return false;
-  }
-}
 
 /**
  * GET /fhir/Binary/{id}: streams a document or the portal screenshot through a link the upstream
@@ -46,6 +42,18 @@ export async function streamDocument(
   res: Response,
   deps: DocumentProxyDeps,
 ): Promise<void> {
+  const kept = await keptDocument(req, deps.evidence);
+  if (kept) {
+    const { evidence, bytes } = kept;
+    res.status(200);
+    res.setHeader('Content-Type', evidence.contentType ?? 'application/octet-stream');
+    res.setHeader('Cache-Control', 'private, no-store');
+    // The bytes never change: their SHA-256 is a strong validator.
+    res.setHeader('ETag', `"${evidence.sha256 ?? ''}"`);
+    res.setHeader('Content-Disposition', contentDisposition(evidence.filename ?? evidence.label));
+    res.end(bytes);
+    return;
+  }
   const link = await freshDocumentLink(req, deps.checks, deps.freshResults);
   const unavailable = new OperationOutcomeError(
     outcome('transient', 'The document store did not return the document; try again shortly.'),

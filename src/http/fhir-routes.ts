@@ -4,7 +4,7 @@
  * route translates an express request into a FhirRequest, calls an operation (src/operations/),
  * and writes its FhirAnswer. No domain logic here.
  */
-import type { Bundle } from 'fhir/r4.js';
+import type { Bundle, DocumentReference } from 'fhir/r4.js';
 import express from 'express';
 import type { Request, RequestHandler, Response, Router } from 'express';
 import type { Tenant } from '../config.js';
@@ -17,6 +17,7 @@ import { packageTarball } from '../operations/conformance-package.js';
 import { CAPABILITY_DATE, capabilityStatement, type CapabilityFeatures } from '../operations/metadata.js';
 import { readRequest, readResponse, vreadResponse, type CerCache } from '../operations/read.js';
 import { searchRequests, searchResponses } from '../operations/search/index.js';
+import { searchDocumentReferences } from '../operations/document-references.js';
 import { submit } from '../operations/submit.js';
 import {
   createSubscription,
@@ -257,6 +258,17 @@ export function fhirRoutes(deps: FhirRouteDeps): FhirRoutes {
     requireScope(CER, 's'),
     operation((req) => searchResponses(req, deps.checks, deps.baseUrl)),
   );
+  // The kept documents (docs/evidence.md); the audit names the answers whose documents were listed.
+  router.get(
+    '/DocumentReference',
+    audited(audit, { action: 'E', interaction: 'search-type', entity: listedEntities }),
+    requireScope('DocumentReference', 's'),
+    async (req, res) => {
+      const answer = await searchDocumentReferences(toFhirRequest(req, res), deps.evidence, deps.baseUrl);
+      res.locals.auditEntities = relatedEntities(answer);
+      sendAnswer(res, answer);
+    },
+  );
   // A document of a check and a check's async status are parts of the check's answer.
   router.get(
     '/Binary/:id',
@@ -348,6 +360,20 @@ function subscriptionRoutes(router: Router, deps: SubscriptionDeps, audit: Audit
     requireScope(SUB, 'd'),
     operation((req) => deleteSubscription(req, deps)),
   );
+}
+
+/** The answers a DocumentReference searchset's documents belong to, once each, for the audit trail. */
+function relatedEntities(answer: FhirAnswer): string[] {
+  const bundle = answer.body?.resourceType === 'Bundle' ? (answer.body as Bundle) : undefined;
+  const found = new Set<string>();
+  for (const entry of bundle?.entry ?? []) {
+    const doc =
+      entry.resource?.resourceType === 'DocumentReference'
+        ? (entry.resource as DocumentReference)
+        : undefined;
+    for (const related of doc?.context?.related ?? []) if (related.reference) found.add(related.reference);
+  }
+  return [...found];
 }
 
 /** The checks a batch-response points to (each entry's location), for the audit trail. */

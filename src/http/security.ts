@@ -20,6 +20,7 @@ export const SUPPORTED_SCOPES = [
   'system/CoverageEligibilityRequest.crus',
   'system/CoverageEligibilityResponse.rs',
   'system/AuditEvent.rs',
+  'system/DocumentReference.rs',
   'system/Subscription.cruds',
   'system/*.read',
   'system/*.write',

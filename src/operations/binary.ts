@@ -1,9 +1,11 @@
 /**
  * Documents and the portal screenshot behind stable adapter URLs (the README: never hand
- * out an upstream signed link that will expire). The CER carries `/fhir/Binary/{id}`; reading it
- * asks the upstream for the task again (links are re-signed on every read, docs/upstream.md) and
- * hands back a fresh link for the caller to stream. The signed link itself never leaves the
- * adapter. Binary read: https://hl7.org/fhir/R4/binary.html#rest
+ * out an upstream signed link that will expire). The CER carries `/fhir/Binary/{id}`. Once the
+ * document is kept (docs/evidence.md) reading it serves the stored bytes, the same whatever the
+ * upstream does later; a document that could not be kept is a 404 that says why; until then,
+ * reading it asks the upstream for the task again (links are re-signed on every read,
+ * docs/upstream.md) and hands back a fresh link for the caller to stream. The signed link itself
+ * never leaves the adapter. Binary read: https://hl7.org/fhir/R4/binary.html#rest
  */
 import type { CheckService } from '../checks/service.js';
 import type { Tenant } from '../config.js';
@@ -11,6 +13,8 @@ import type { UpstreamPort, UpstreamResult } from '../upstream/port.js';
 import type { Envelope } from '../upstream/contract.js';
 import { parseBinaryId, resolveBinary } from '../mapping/response/binary.js';
 import { notFound, OperationOutcomeError, outcome } from '../fhir/outcomes.js';
+import { NOT_KEPT_TEXT } from '../mapping/response/evidence.js';
+import type { EvidenceStore, KeptDocument } from '../checks/store/evidence-store.js';
 import type { FhirRequest } from './types.js';
 
 export interface FreshLink {
@@ -92,4 +96,20 @@ export async function freshDocumentLink(
     ...(filename ? { filename } : {}),
     ...(link.contentType ? { contentType: link.contentType } : {}),
   };
+}
+
+/**
+ * The kept copy of a Binary id of this tenant (docs/evidence.md); null while it is not kept yet
+ * (or was never scheduled: an answer from before evidence was kept), when the caller follows a
+ * fresh upstream link. A document that could not be kept is a 404 saying why: never shown as kept.
+ */
+export async function keptDocument(req: FhirRequest, evidence: EvidenceStore): Promise<KeptDocument | null> {
+  const id = req.params.id ?? '';
+  if (!parseBinaryId(id)) return null;
+  const kept = await evidence.read(req.tenant.id, id);
+  if (kept) return kept;
+  const row = await evidence.get(req.tenant.id, id);
+  if (row?.state === 'failed')
+    throw notFound(`Binary/${id} was not kept: ${NOT_KEPT_TEXT[row.reason ?? 'unavailable']}`);
+  return null;
 }

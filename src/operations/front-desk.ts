@@ -77,9 +77,15 @@ export function visitTypeOptions(): VisitTypeOption[] {
   }));
 }
 
-/** What the page needs to know about the signed-in tenant: its id and the time zone it reads times in. */
-export function deskSettings(tenant: Tenant): { tenant: string; timeZone: string } {
-  return { tenant: tenant.id, timeZone: tenant.timeZone ?? DEFAULT_TIME_ZONE };
+/**
+ * What the page needs to know about the signed-in tenant: its id, the time zone it reads times
+ * in, and how long kept documents stay (EVIDENCE_RETENTION_DAYS: "kept until", docs/evidence.md).
+ */
+export function deskSettings(
+  tenant: Tenant,
+  evidenceRetentionDays = 730,
+): { tenant: string; timeZone: string; evidenceRetentionDays: number } {
+  return { tenant: tenant.id, timeZone: tenant.timeZone ?? DEFAULT_TIME_ZONE, evidenceRetentionDays };
 }
 
 const iso = (ms: number): string => new Date(ms).toISOString();

@@ -21,6 +21,8 @@ export const BULK_PATHS = ['/create-tasks-bulk', '/eligibility-results-bulk'] as
 export interface SandboxDeps {
   book: TaskBook;
   links: LinkSigner;
+  /** Pads every screenshot to this many bytes (0: the 1x1 PNG). */
+  screenshotBytes?: () => number;
   apiKeys: ReadonlySet<string>;
   timeScale: number;
   linkTtlMs: () => number;
@@ -141,7 +143,7 @@ export function createSandboxApp(deps: SandboxDeps): express.Express {
       res.status(403).json({ detail: verdict === 'expired' ? 'Link expired' : 'Invalid signature' });
       return;
     }
-    const file = fileBody(req.params.key);
+    const file = fileBody(req.params.key, deps.screenshotBytes?.() ?? 0);
     res.type(file.contentType).send(file.body);
   });
   app.use(BASE_PATH, apiRouter(deps));

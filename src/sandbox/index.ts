@@ -36,6 +36,8 @@ export interface SandboxOptions {
    * Absent: the fixed timelines (a check completes in ~3 s).
    */
   durationSeed?: number;
+  /** Pads every screenshot to this many bytes (a real portal screenshot is a few hundred KB). */
+  screenshotBytes?: number;
 }
 
 /** Lets tests steer and observe the sandbox at runtime. */
@@ -51,6 +53,8 @@ export interface SandboxControl {
   cancel(taskId: string): boolean;
   /** Changes the lifetime of links signed from now on. */
   setLinkTtlMs(ms: number): void;
+  /** Forgets one task (get-result answers 404 from now on). False when unknown. */
+  forget(taskId: string): boolean;
   /** Forgets all tasks, counters and create counts; faults go back to the start options. */
   reset(): void;
 }
@@ -78,6 +82,7 @@ export async function startSandbox(options: SandboxOptions = {}): Promise<Runnin
     apiKeys: new Set(options.apiKeys ?? DEFAULT_SANDBOX_API_KEYS),
     timeScale,
     linkTtlMs: () => linkTtlMs,
+    screenshotBytes: () => options.screenshotBytes ?? 0,
     now: Date.now,
   });
 
@@ -105,6 +110,7 @@ export async function startSandbox(options: SandboxOptions = {}): Promise<Runnin
     setLinkTtlMs: (ms) => {
       linkTtlMs = ms;
     },
+    forget: (taskId) => book.forget(taskId),
     reset: () => book.reset(),
   };
 

@@ -187,6 +187,14 @@ export class TaskBook {
     return true;
   }
 
+  /**
+   * Forgets one task, as the upstream does after its own (unpublished) retention: get-result then
+   * answers 404. Links it signed before still work until they expire. False when unknown.
+   */
+  forget(taskId: string): boolean {
+    return this.tasks.delete(taskId);
+  }
+
   /** Forgets every task, count and fault. */
   reset(): void {
     this.tasks.clear();

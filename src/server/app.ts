@@ -87,6 +87,7 @@ export function buildHttp(context: HttpContext): HttpSide {
     security: access,
     freshResults: new FreshResults(upstream),
     documentOrigins: [new URL(context.upstreamUrl).origin],
+    evidence: store.evidence,
     logger,
     onPrevisit: metrics.onPrevisit,
     submit: {
@@ -130,6 +131,7 @@ export function buildHttp(context: HttpContext): HttpSide {
       now,
       audit,
       previsit: (tenant) => checks.previsitSettings(tenant),
+      evidenceRetentionDays: config.evidenceRetentionDays ?? 730,
       sessions,
       refused: security.refused,
       fhir: pageFhir,

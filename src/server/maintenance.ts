@@ -18,14 +18,18 @@ export function startMaintenance(
   store: CheckStore & { sessions?: SessionStore },
   now: () => number,
 ): () => void {
-  // Retention: finished checks older than RETENTION_DAYS are deleted (hourly).
+  // Retention: finished checks older than RETENTION_DAYS are deleted (hourly), but for those with
+  // kept documents, which go after EVIDENCE_RETENTION_DAYS.
   // An hourly purge that meets a store outage tries again next hour: a warning, not an error.
   const purgeFailed = (what: string, error: unknown) =>
     isStoreUnavailable(error)
       ? logger.warn(`${what} skipped: the store is unavailable`, { kind: error.kind })
       : logger.error(`${what} failed`, { error });
+  const evidenceDays = config.evidenceRetentionDays ?? 730;
   const purge = () => {
-    store.purgeBefore(now() - config.retentionDays * 86_400_000).then(
+    // A check with kept documents stays EVIDENCE_RETENTION_DAYS, its CER with them (docs/evidence.md).
+    const at = now();
+    store.purgeBefore(at - config.retentionDays * 86_400_000, at - evidenceDays * 86_400_000).then(
       (count: number) => {
         if (count > 0) logger.info('retention purge', { purged: count, retentionDays: config.retentionDays });
       },

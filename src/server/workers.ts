@@ -8,6 +8,7 @@ import type { Config, Tenant } from '../config.js';
 import type { Logger } from '../log.js';
 import type { Metrics } from '../metrics.js';
 import { PayerDurationBook } from '../checks/payer-durations.js';
+import { EvidenceWorker } from '../checks/evidence-worker.js';
 import { PrevisitWorker } from '../checks/previsit-worker.js';
 import { Scheduler } from '../checks/scheduler.js';
 import { CheckService } from '../checks/service.js';
@@ -21,6 +22,8 @@ export interface Workers {
   checks: CheckService;
   previsit: PrevisitWorker;
   notifications: DeliveryWorker;
+  /** Keeps the documents of final answers (docs/evidence.md). */
+  evidence: EvidenceWorker;
   start(): void;
   stop(): Promise<void>;
 }
@@ -30,6 +33,8 @@ export interface WorkerContext {
   logger: Logger;
   store: Store;
   upstream: UpstreamPort;
+  /** The upstream's base URL: its origin may serve document links over http (the sandbox). */
+  upstreamUrl: string;
   metrics: Metrics;
   /** This replica's identity for leases. */
   owner: string;
@@ -53,6 +58,23 @@ export function buildWorkers(context: WorkerContext): Workers {
     idleMs: 100,
     concurrency: 32,
     metrics: metrics.deliveries,
+  });
+  // The documents of final answers, kept off the answer's path: woken when a check finishes with some.
+  const evidence = new EvidenceWorker({
+    store,
+    upstream,
+    tenant: (id) => tenants.get(id),
+    logger,
+    owner,
+    now,
+    leaseMs: config.leaseMs,
+    idleMs: 1000,
+    batchSize: 32,
+    maxBytes: config.evidenceMaxBytes ?? 10 * 1024 * 1024,
+    documentOrigins: [new URL(context.upstreamUrl).origin],
+    retryMs: config.evidenceRetryMs ?? 30_000,
+    maxAttempts: 8,
+    onEvent: metrics.onEvidence,
   });
   const onEvent: typeof metrics.onLifecycle = (event) => {
     metrics.onLifecycle(event);
@@ -81,6 +103,7 @@ export function buildWorkers(context: WorkerContext): Workers {
         durations: new PayerDurationBook(store),
       },
       onEvent,
+      onEvidence: () => evidence.wake(),
     },
     {
       leaseMs: config.leaseMs,
@@ -124,15 +147,18 @@ export function buildWorkers(context: WorkerContext): Workers {
     checks,
     previsit,
     notifications,
+    evidence,
     start() {
       scheduler.start();
       notifications.start();
       previsit.start();
+      evidence.start();
     },
     async stop() {
       await previsit.stop();
       await scheduler.stop();
       await notifications.stop();
+      await evidence.stop();
     },
   };
 }

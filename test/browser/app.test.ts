@@ -139,6 +139,29 @@ describe('the front-desk page', () => {
     expect(new Set(ids).size).toBe(ids.length);
   });
 
+  it('says until when the screenshot is kept, and opens a past answer of the patient with its proof', async () => {
+    const { page } = await open();
+    await signIn(page, harness.url, TENANT_A_KEY);
+    await runCheck(page, '784-1990-0000001-0');
+    const result = page.getByRole('region', { name: 'Eligibility result' });
+    // Kept just after the answer: the page asks again and shows it beside the screenshot.
+    const keptUntil = new Date(Date.now() + 730 * 86_400_000).toISOString().slice(0, 10);
+    await expect
+      .poll(() => result.locator('.documents li').filter({ hasText: 'screenshot' }).first().innerText(), {
+        timeout: 10_000,
+      })
+      .toMatch(new RegExp(`kept until ${keptUntil.slice(0, 7)}`));
+    // The patient's past answers, found by the identifier, open with their proof.
+    const recent = page.getByRole('region', { name: 'Recent checks' });
+    await recent.getByLabel('Patient identifier').fill('784-1990-0000001-0');
+    await recent.getByRole('button', { name: 'Search' }).click();
+    await expect.poll(() => recent.locator('li').count()).toBeGreaterThan(0);
+    await recent.getByRole('button', { name: 'Show' }).first().click();
+    await expect
+      .poll(() => result.locator('.documents').innerText(), { timeout: 10_000 })
+      .toContain('kept until');
+  });
+
   it('shows live progress while the check is queued, reading the CER with If-None-Match', async () => {
     const { page } = await open();
     await signIn(page, harness.url, TENANT_A_KEY);

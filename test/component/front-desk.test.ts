@@ -114,7 +114,7 @@ describe('/app/api/', () => {
     for (const v of list) expect(categories.has(v.category.code), v.code).toBe(true);
 
     const settings = await request(h.url).get('/app/api/settings').set(h.auth);
-    expect(settings.body).toEqual({ tenant: 'clinic-a', timeZone: 'Asia/Dubai' });
+    expect(settings.body).toEqual({ tenant: 'clinic-a', timeZone: 'Asia/Dubai', evidenceRetentionDays: 730 });
   });
 
   it("shows a tenant its own guards, stuck checks and queue, never another tenant's; resets only its own guard", async () => {

@@ -76,6 +76,12 @@ export interface HarnessOptions {
   /** SESSION_IDLE_MINUTES, SESSION_MAX_HOURS (defaults 15, 12). */
   sessionIdleMinutes?: number;
   sessionMaxHours?: number;
+  /** LEASE_MS (default 60 s). */
+  leaseMs?: number;
+  /** EVIDENCE_MAX_BYTES (default 10 MiB). */
+  evidenceMaxBytes?: number;
+  /** The first back-off of a failed document download (default here 50 ms). */
+  evidenceRetryMs?: number;
   /** Tenants that let a wrong Emirates ID check digit through with a warning. */
   emiratesIdCheckDigit?: { a?: 'warn'; b?: 'warn' };
 }
@@ -139,7 +145,7 @@ export function testConfig(upstreamUrl: string, options: HarnessOptions = {}): C
     logLevel: 'debug',
     metricsToken: null,
     retentionDays: 30,
-    leaseMs: 60_000,
+    leaseMs: options.leaseMs ?? 60_000,
     submitRatePerMinute: 10_000,
     sandboxTimeScale: 1,
     corsOrigins: options.corsOrigins ?? [],
@@ -149,6 +155,8 @@ export function testConfig(upstreamUrl: string, options: HarnessOptions = {}): C
     previsitLeadMinutes: options.previsitLeadMinutes ?? 120,
     sessionIdleMinutes: options.sessionIdleMinutes ?? 15,
     sessionMaxHours: options.sessionMaxHours ?? 12,
+    ...(options.evidenceMaxBytes !== undefined ? { evidenceMaxBytes: options.evidenceMaxBytes } : {}),
+    evidenceRetryMs: options.evidenceRetryMs ?? 50,
   };
 }
 

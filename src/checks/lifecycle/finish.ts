@@ -13,6 +13,7 @@ import {
   queuedCer,
   searchAllCutOffCer,
 } from '../../mapping/response/index.js';
+import { answerDocuments } from '../../mapping/response/binary.js';
 import type { Envelope } from '../../upstream/contract.js';
 import { openGuard, openSearchAllGuards } from '../guards.js';
 import type { Check, ClaimedCheck } from '../store/check-store.js';
@@ -79,6 +80,9 @@ export async function finish(
   }
   // Cut off: the outcome of a complete search, the envelope as the upstream sent it.
   const cer = cutOff ? searchAllCutOffCer(envelope, ctx) : mapEnvelope(mapped, ctx);
+  // Its screenshot and letters are kept by the capture worker, never in the answer's path: their
+  // rows are written with the final CER, due at once (docs/evidence.md).
+  const evidence = { items: answerDocuments(cer, mapped), dueAt: now };
   await write(
     check,
     deps,
@@ -90,6 +94,8 @@ export async function finish(
       outcome: cer.outcome,
     },
     `finished: ${rule.upstream}`,
+    evidence,
   );
+  if (evidence.items.length) deps.onEvidence?.();
   deps.onEvent?.({ type: 'done', tenantId: check.tenantId, outcome: rule.upstream });
 }

@@ -49,6 +49,8 @@ export interface LifecycleDeps {
   heldTasks?: Set<string>;
   /** True once the replica is stopping: a held task id is then given up (and logged). */
   stopping?: () => boolean;
+  /** A final answer with documents to keep was written: wakes the capture worker. */
+  onEvidence?: () => void;
 }
 
 export type LifecycleEvent =

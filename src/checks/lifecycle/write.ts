@@ -7,6 +7,7 @@ import type { CoverageEligibilityResponse } from 'fhir/r4.js';
 import { decideAnswer } from '../../mapping/response/answer.js';
 import { isAnswered } from '../store/check-store.js';
 import type { Check, CheckPatch, ClaimedCheck } from '../store/check-store.js';
+import type { NewEvidence } from '../store/evidence-store.js';
 import type { StepDeps } from './shared.js';
 
 /** Compares two CERs without their meta, so a poll that changes nothing keeps the version. */
@@ -46,6 +47,7 @@ export async function write(
   deps: StepDeps,
   patch: CheckPatch,
   why: string,
+  evidence?: NewEvidence,
 ): Promise<Check | null>;
 export async function write(
   check: ClaimedCheck,
@@ -58,6 +60,7 @@ export async function write(
   deps: StepDeps,
   patch: CheckPatch,
   why: string,
+  evidence?: NewEvidence,
 ): Promise<ClaimedCheck | null> {
   const documents = hasDocuments(check) ? check : null;
   // (Typed out too: a check claimed without its documents is written only its next poll's
@@ -84,7 +87,9 @@ export async function write(
   const now = deps.now();
   // The CER's first final version: the store writes the subscriptions' events with it (outbox).
   const final = patch.answer != null && !isAnswered(check) && (patch.outcome ?? check.outcome) !== 'queued';
-  const updated = await deps.store.update(check.id, token, patch, now, check, { release, final });
+  // The documents to keep are written with the CER's first final version (docs/evidence.md).
+  const keep = final && evidence?.items.length ? { evidence } : {};
+  const updated = await deps.store.update(check.id, token, patch, now, check, { release, final, ...keep });
   if (!updated) {
     deps.logger.warn('lease lost; step dropped', { checkId: check.id, why });
     return null;

@@ -7,14 +7,17 @@ import type { CoverageEligibilityRequest } from 'fhir/r4.js';
 import type { CheckInput } from '../../mapping/types.js';
 import type { Check, CheckStore, DateRange, NewCheck } from './check-store.js';
 import type { SessionStore } from './session-store.js';
+import type { EvidenceStore } from './evidence-store.js';
 
 /**
- * The check store with its appointments, in the same database (what openStore returns). Apart
+ * The check store with its appointments and evidence, in the same database (what openStore returns). Apart
  * from CheckStore so that the check store's contract does not import this one.
  */
 export type Store = CheckStore & {
   readonly appointments: AppointmentStore;
   readonly sessions: SessionStore;
+  /** The kept documents of final answers (evidence-store.ts). */
+  readonly evidence: EvidenceStore;
 };
 
 /**

@@ -254,6 +254,24 @@ export interface Guard {
   openedAt: number;
 }
 
+/** One document of a final answer, as the check's finish schedules it. */
+export interface EvidenceItem {
+  /** The Binary id (mapping/response/binary.ts): `{checkId}.s`, `.s{n}`, `.d{n}`. */
+  id: string;
+  /** The portal's label (the DocumentReference's type text). */
+  label: string;
+  filename: string | null;
+  /** From the file name; the download's own type wins when it has a useful one. */
+  contentType: string | null;
+}
+
+/** What the finish writes with the final CER (UpdateOptions.evidence; evidence-store.ts). */
+export interface NewEvidence {
+  items: readonly EvidenceItem[];
+  /** The first attempt's time (epoch ms). */
+  dueAt: number;
+}
+
 export interface UpdateOptions {
   /** Drop the lease in the same write (the step ends with it). */
   release?: boolean;
@@ -263,6 +281,11 @@ export interface UpdateOptions {
    * docs/notifications.md). Needs `base`.
    */
   final?: boolean;
+  /**
+   * The documents of the final answer to keep (docs/evidence.md): their rows are written in the
+   * same transaction, pending, for the capture worker. Needs `base`.
+   */
+  evidence?: NewEvidence;
 }
 
 export interface ClaimOptions {
@@ -440,9 +463,11 @@ export interface CheckStore {
   /**
    * Deletes done checks whose updatedAt is before the given time (retention), with the batches and
    * the delivered subscription events older than it; returns how many checks. In-flight checks,
-   * and events not yet delivered, are never purged.
+   * and events not yet delivered, are never purged. A check with a document kept since
+   * `evidenceBefore` (EVIDENCE_RETENTION_DAYS; default: the same time) stays, CER and documents,
+   * without its upstream envelope; documents kept before it go (sql-evidence.ts).
    */
-  purgeBefore(updatedBefore: number): Promise<number>;
+  purgeBefore(updatedBefore: number, evidenceBefore?: number): Promise<number>;
 
   // SMART Backend Services and the audit trail (docs/auth.md).
   /**

@@ -90,6 +90,8 @@ export interface ColumnTypes {
   readonly false: string;
   /** Epoch milliseconds. */
   readonly bigint: string;
+  /** Bytes: BLOB on SQLite, BYTEA on PostgreSQL. */
+  readonly bytes: string;
 }
 
 export interface Dialect {

@@ -18,7 +18,14 @@ const IDENTIFIER = /^[A-Za-z_][A-Za-z0-9_]{0,62}$/;
 
 function postgresDialect(schema: string | undefined): Dialect {
   return {
-    types: { kind: 'postgres', json: 'JSONB', bool: 'BOOLEAN', false: 'FALSE', bigint: 'BIGINT' },
+    types: {
+      kind: 'postgres',
+      json: 'JSONB',
+      bool: 'BOOLEAN',
+      false: 'FALSE',
+      bigint: 'BIGINT',
+      bytes: 'BYTEA',
+    },
     // Bound as JSON text: pg would turn a JS array into a PostgreSQL array, not JSON.
     json: (placeholder) => `${placeholder}::jsonb`,
     // pg parses jsonb itself.

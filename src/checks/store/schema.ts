@@ -269,6 +269,43 @@ const MIGRATIONS: readonly Migration[] = [
     'CREATE INDEX pending_logins_expires_idx ON pending_logins (expires_at)',
     `ALTER TABLE audit_events ADD COLUMN person ${t.json}`,
   ],
+  // 18 (issue 36, docs/evidence.md): the documents of final answers, kept. One row per document
+  // (its Binary id), claimed with a lease while pending (the due index); searched by patient and
+  // by check; the bytes once per SHA-256 in evidence_blobs.
+  (t) => [
+    `CREATE TABLE evidence (
+    id TEXT PRIMARY KEY,
+    tenant_id TEXT NOT NULL,
+    check_id TEXT NOT NULL,
+    patient_key TEXT,
+    patient_value TEXT,
+    label TEXT NOT NULL,
+    filename TEXT,
+    content_type TEXT,
+    state TEXT NOT NULL CHECK (state IN ('pending', 'kept', 'failed')),
+    reason TEXT,
+    attempts INTEGER NOT NULL,
+    next_run_at ${t.bigint} NOT NULL,
+    lease_owner TEXT,
+    lease_until ${t.bigint},
+    sha256 TEXT,
+    sha1 TEXT,
+    size ${t.bigint},
+    created_at ${t.bigint} NOT NULL,
+    kept_at ${t.bigint}
+  )`,
+    'CREATE INDEX evidence_due_idx ON evidence (state, next_run_at)',
+    'CREATE INDEX evidence_check_idx ON evidence (check_id)',
+    'CREATE INDEX evidence_patient_idx ON evidence (tenant_id, patient_value)',
+    'CREATE INDEX evidence_kept_idx ON evidence (tenant_id, kept_at)',
+    'CREATE INDEX evidence_sha_idx ON evidence (sha256)',
+    `CREATE TABLE evidence_blobs (
+    sha256 TEXT PRIMARY KEY,
+    bytes ${t.bytes} NOT NULL,
+    size ${t.bigint} NOT NULL,
+    created_at ${t.bigint} NOT NULL
+  )`,
+  ],
 ];
 
 /** The migration after which the answers of rows finished before it are decided once. */

@@ -53,6 +53,7 @@ import { TERMINAL_STATUSES } from '../../upstream/contract.js';
 import { recordEvents, SqlSubscriptionStore } from './sql-subscriptions.js';
 import { SqlAppointmentStore } from './sql-appointments.js';
 import { SqlSessionStore } from './sql-sessions.js';
+import { purging, schedulingEvidence, SqlEvidenceStore } from './sql-evidence.js';
 import { ELIGIBILITY_FINAL_TOPIC } from './subscription-store.js';
 import { insertingAudit, purgingAudit, rememberingJti, searchingAudit } from './audit-store.js';
 import type { AuditFilters, AuditRow } from './audit-store.js';
@@ -82,6 +83,7 @@ export class SqlStore implements CheckStore {
   readonly subscriptions: SqlSubscriptionStore;
   readonly appointments: SqlAppointmentStore;
   readonly sessions: SqlSessionStore;
+  readonly evidence: SqlEvidenceStore;
   private readonly dialect: Dialect;
   /** A `checks` row as a Check, its JSON columns read as this driver returns them. */
   private readonly toCheck: (row: Row) => Check;
@@ -97,6 +99,7 @@ export class SqlStore implements CheckStore {
     this.subscriptions = new SqlSubscriptionStore(driver);
     this.appointments = new SqlAppointmentStore(driver, (check) => this.inserting(check));
     this.sessions = new SqlSessionStore(driver);
+    this.evidence = new SqlEvidenceStore(driver);
   }
 
   migrate(): Promise<void> {
@@ -193,19 +196,24 @@ export class SqlStore implements CheckStore {
   ): Promise<T | null> {
     // Without `base` the row is read back whole (RETURNING *), which is a Check.
     const work = this.updating(id, owner, patch, now, base, options.release === true) as Work<T | null>;
-    if (!options.final || !base) return this.driver.run('write', work);
-    // The outbox: the events of the CER's first final version commit with it, or not at all. On
-    // SQLite a write is already atomic (a savepoint of the group commit); PostgreSQL runs its
-    // writes statement by statement, so this one takes a transaction.
-    const outbox = this.withEvents(work, base, now);
+    if ((!options.final && !options.evidence) || !base) return this.driver.run('write', work);
+    // The outbox: the events of the CER's first final version, and the documents to keep, commit
+    // with it, or not at all. On SQLite a write is already atomic (a savepoint of the group
+    // commit); PostgreSQL runs its writes statement by statement, so this one takes a transaction.
+    const outbox = this.withEvents(work, now, options);
     return this.driver.run(this.kind === 'postgres' ? 'transaction' : 'write', outbox);
   }
 
-  /** The update, then (when it was applied) the events of the tenant's matching subscriptions. */
-  private *withEvents<T extends ClaimedCheck>(update: Work<T | null>, base: T, now: number): Work<T | null> {
+  /** The update, then (when it was applied) the subscriptions' events and the documents to keep. */
+  private *withEvents<T extends ClaimedCheck>(
+    update: Work<T | null>,
+    now: number,
+    options: UpdateOptions,
+  ): Work<T | null> {
     const updated = yield* update;
     if (!updated) return null;
-    yield* this.recording(updated, now);
+    if (options.final) yield* this.recording(updated, now);
+    if (options.evidence) yield* schedulingEvidence(updated, options.evidence, now);
     return updated;
   }
 
@@ -393,23 +401,8 @@ export class SqlStore implements CheckStore {
     return rows.map(rowToCount);
   }
 
-  async purgeBefore(updatedBefore: number): Promise<number> {
-    // Only finished checks: purging an unfinished one would lose a check a client is still waiting for.
-    const sql = `DELETE FROM checks WHERE state = 'done' AND updated_at < $1`;
-    const purged = (await this.driver.run('single', one(sql, [updatedBefore]))).changed;
-    // A batch is kept as long as the checks it lists may be (its entries name them by id).
-    await this.driver.run('single', one('DELETE FROM batches WHERE created_at < $1', [updatedBefore]));
-    // Subscription events already delivered (numbering is events_count on the subscription, so it
-    // goes on); an undelivered one is kept however old, until it is sent or its subscription deleted.
-    await this.driver.run(
-      'single',
-      one(
-        `DELETE FROM subscription_events WHERE occurred_at < $1 AND event_number <= (
-           SELECT s.delivered_through FROM subscriptions s WHERE s.id = subscription_events.subscription_id)`,
-        [updatedBefore],
-      ),
-    );
-    return purged;
+  purgeBefore(updatedBefore: number, evidenceBefore = updatedBefore): Promise<number> {
+    return this.driver.run('transaction', purging(updatedBefore, Math.min(updatedBefore, evidenceBefore)));
   }
 
   rememberJti(clientKey: string, jti: string, expiresAt: number, now: number): Promise<boolean> {

@@ -10,7 +10,7 @@ import type { Dialect, Mode, Result, SqlDriver, Statement, Work } from './driver
 import type { StoreErrorKind } from './check-store.js';
 
 const SQLITE: Dialect = {
-  types: { kind: 'sqlite', json: 'TEXT', bool: 'INTEGER', false: '0', bigint: 'INTEGER' },
+  types: { kind: 'sqlite', json: 'TEXT', bool: 'INTEGER', false: '0', bigint: 'INTEGER', bytes: 'BLOB' },
   json: (placeholder) => placeholder,
   readJson: (value) => (typeof value === 'string' ? (JSON.parse(value) as unknown) : value),
   jsonText: (column) => column,

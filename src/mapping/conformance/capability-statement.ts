@@ -274,7 +274,29 @@ export function capabilityStatement(
       type: 'Binary',
       interaction: [{ code: 'read' }],
       documentation:
-        'Referral documents and portal screenshots of a check, streamed through a link the upstream signs on each read; tenant-scoped.',
+        'Referral documents and portal screenshots of a check: the kept copy once kept (docs/evidence.md), the same bytes whatever the upstream does later; before that, streamed through a link the upstream signs on each read; a document that could not be kept is a 404 saying why. Tenant-scoped.',
+    });
+    resource.push({
+      type: 'DocumentReference',
+      interaction: [{ code: 'search-type' }],
+      searchParam: [
+        {
+          name: 'patient',
+          type: 'token',
+          documentation:
+            'The patient identifier the check was made for, <system>|<value> (or a bare value); comma = OR',
+        },
+        { name: 'date', type: 'date', documentation: `When the document was kept. ${DATE_DOC}` },
+        {
+          name: 'related',
+          type: 'reference',
+          documentation: 'CoverageEligibilityResponse/<id>: the documents of that answer; comma = OR',
+        },
+        { name: '_count', type: 'number', documentation: 'At most 100 (default 50)' },
+        { name: '_offset', type: 'number', documentation: 'Paging, as the next link gives it' },
+      ],
+      documentation:
+        "The tenant's kept documents of final answers (the portal's screenshot and letters, docs/evidence.md), one DocumentReference each, newest kept first: type text the portal's label, date when kept, context.related the CER, content.attachment (url Binary/<id>, contentType, size, hash SHA-1, creation). Kept EVIDENCE_RETENTION_DAYS. Needs system/DocumentReference.rs.",
     });
   }
   if (features.auditEvents) {

@@ -9,7 +9,7 @@
  *   {checkId}.s{n}   the screenshot of warning n (warning_messages[n].screenshot)
  *   {checkId}.d{n}   document n (referral_documents[n])
  */
-import type { Attachment } from 'fhir/r4.js';
+import type { Attachment, CoverageEligibilityResponse, DocumentReference } from 'fhir/r4.js';
 import type { DocumentEntry, Envelope } from '../../upstream/contract.js';
 
 export type BinaryKind = 'screenshot' | 'document';
@@ -128,4 +128,38 @@ export function attachmentOf(baseUrl: string, id: string, title?: string, conten
     ...(contentType ? { contentType } : {}),
     ...(title ? { title } : {}),
   };
+}
+
+/** A document a final answer shows, to be kept (docs/evidence.md). */
+export interface AnswerDocument {
+  /** Its Binary id. */
+  id: string;
+  /** The portal's label, as the CER's DocumentReference gives it. */
+  label: string;
+  filename: string | null;
+  contentType: string | null;
+}
+
+/**
+ * The documents a CER shows behind its Binary links (its contained DocumentReferences, so exactly
+ * what a reader of the answer can open), each with the portal's file name from the envelope.
+ */
+export function answerDocuments(cer: CoverageEligibilityResponse, envelope: Envelope): AnswerDocument[] {
+  const found: AnswerDocument[] = [];
+  for (const contained of cer.contained ?? []) {
+    if (contained.resourceType !== 'DocumentReference') continue;
+    const resource = contained as DocumentReference;
+    const attachment = resource.content[0]?.attachment;
+    const id = /\/fhir\/Binary\/([^/?#]+)$/.exec(attachment?.url ?? '')?.[1];
+    const ref = id ? parseBinaryId(id) : null;
+    if (!id || !ref || ref.checkId !== cer.id || found.some((d) => d.id === id)) continue;
+    const link = resolveBinary(envelope, ref);
+    found.push({
+      id,
+      label: resource.type?.text ?? attachment?.title ?? 'Payer portal document',
+      filename: link?.filename ?? null,
+      contentType: attachment?.contentType ?? null,
+    });
+  }
+  return found;
 }

@@ -23,7 +23,6 @@ import type {
   CoverageEligibilityResponseInsurance as Insurance,
   CoverageEligibilityResponseInsuranceItem as Item,
   CoverageEligibilityResponseInsuranceItemBenefit as Benefit,
-  DocumentReference,
   Extension,
   Narrative,
 } from 'fhir/r4.js';
@@ -40,7 +39,8 @@ import {
 } from './visit-summary.js';
 import { blockNames, categoryFor } from './vocabulary.js';
 import { escapeXml } from './xhtml.js';
-import { classValue, containedById, coverageOfInsurance, payerName } from './contained.js';
+import { documentsXhtml } from './evidence.js';
+import { classValue, coverageOfInsurance, payerName } from './contained.js';
 import { parsePercent } from '../../upstream/contract.js';
 
 const XHTML_NS = 'http://www.w3.org/1999/xhtml';
@@ -478,22 +478,6 @@ function insuranceSection(
   ].join('');
 }
 
-/** The documents and screenshots, each with its stable adapter link. */
-function documents(cer: CoverageEligibilityResponse): string {
-  const refs = [
-    ...extensionsOf(cer.extension, 'portal-document'),
-    ...extensionsOf(cer.extension, 'portal-screenshot'),
-  ];
-  const items = refs.flatMap((ext) => {
-    const doc = containedById<DocumentReference>(cer, ext.valueReference?.reference, 'DocumentReference');
-    const attachment = doc?.content[0]?.attachment;
-    const title = attachment?.title ?? doc?.description ?? 'Payer portal document';
-    if (!attachment?.url) return [];
-    return [`<li><a href="${escapeXml(attachment.url)}">${escapeXml(title)}</a></li>`];
-  });
-  return items.length ? `<p>Documents:</p><ul>${items.join('')}</ul>` : '';
-}
-
 /**
  * The narrative of a CER, from its structured elements and the categories the request asked
  * (`asked`: its item[].category): the visit summary first for a final found-member answer in
@@ -521,7 +505,7 @@ export function narrativeOf(
     detail ? `<p>${escapeXml(detail)}</p>` : '',
     ...insurance.map((i, n) => insuranceSection(cer, i, indexes[n])),
     warnings(cer.extension),
-    documents(cer),
+    documentsXhtml(cer),
     cer.outcome === 'queued' ? '' : `<p>Checked: ${escapeXml(when(cer.created))}</p>`,
   ];
   return { status: 'generated', div: `<div xmlns="${XHTML_NS}">${parts.join('')}</div>` };
