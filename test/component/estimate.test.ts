@@ -67,6 +67,20 @@ beforeAll(async () => {
     submitFinal(h.url, h.auth, { emiratesId: DEDUCTIBLE_PLAN, payer: 'NAS' }),
     submitFinal(h.url, h.auth, { emiratesId: MATERNITY_PLAN, payer: 'NEXTCARE' }),
   ]);
+  // The documents of these answers are kept in the background (docs/evidence.md), which may read
+  // a fresh link from the upstream: settled first, so the counts below see only $estimate.
+  await until(
+    async () => {
+      const rows = await Promise.all(
+        [eligible, plans.deductible, plans.maternity].map((url) =>
+          h.server.store.evidence.ofCheck('clinic-a', String(url).split('/').pop() ?? ''),
+        ),
+      );
+      return rows.flat().every((row) => row.state !== 'pending') ? true : undefined;
+    },
+    20_000,
+    'the documents kept',
+  );
 });
 afterAll(async () => {
   await h.stop();
