@@ -26,7 +26,7 @@ import type { UpstreamPort } from '../upstream/port.js';
 import type { Store } from './store/appointment-store.js';
 import type { Check } from './store/check-store.js';
 import type { CerNote, Evidence, NotKeptReason } from './store/evidence-store.js';
-import { FailureStreak, isStoreUnavailable, releaseLeases } from './store/outage.js';
+import { FailureStreak } from './store/outage.js';
 import { RoundLoop } from './round-loop.js';
 
 export interface EvidenceWorkerDeps {
@@ -79,6 +79,7 @@ export class EvidenceWorker {
       what: 'evidence round',
       idleMs: deps.idleMs,
       round: () => this.tick(),
+      release: { what: 'evidence worker', leases: () => deps.store.evidence.releaseAll(deps.owner) },
     });
   }
 
@@ -93,11 +94,6 @@ export class EvidenceWorker {
 
   async stop(): Promise<void> {
     await this.loop.stop();
-    await releaseLeases(
-      () => this.deps.store.evidence.releaseAll(this.deps.owner),
-      this.deps.logger,
-      'evidence worker',
-    );
   }
 
   /** One round: claims due documents and captures each. Returns how many were claimed. */
@@ -118,25 +114,19 @@ export class EvidenceWorker {
     await Promise.all(
       [...byCheck.values()].map(async (rows) => {
         for (const row of rows) {
-          try {
-            let state = rounds.get(row.checkId);
-            if (!state) {
-              state = this.begin(row);
-              rounds.set(row.checkId, state);
-            }
-            await this.capture(row, owner, await state);
-            this.steps.succeeded();
-          } catch (error) {
-            // The lease runs out and a later round tries again: nothing is lost. A store outage is
-            // logged once (FailureStreak), not once per document.
-            if (isStoreUnavailable(error)) this.steps.failed(error);
-            else
-              this.deps.logger.error('evidence capture failed', {
-                checkId: row.checkId,
-                evidenceId: row.id,
-                error,
-              });
-          }
+          // The lease runs out and a later round tries again: nothing is lost.
+          await this.steps.step(
+            async () => {
+              let state = rounds.get(row.checkId);
+              if (!state) {
+                state = this.begin(row);
+                rounds.set(row.checkId, state);
+              }
+              await this.capture(row, owner, await state);
+            },
+            'evidence capture failed',
+            { checkId: row.checkId, evidenceId: row.id },
+          );
         }
       }),
     );

@@ -13,7 +13,7 @@ import { decideRecheck, type PrevisitEvent } from './previsit.js';
 import { reuseWindowMs, type CheckService } from './service.js';
 import { isAnswered } from './store/check-store.js';
 import type { Appointment, Store } from './store/appointment-store.js';
-import { FailureStreak, isStoreUnavailable, releaseLeases } from './store/outage.js';
+import { FailureStreak } from './store/outage.js';
 import { RoundLoop } from './round-loop.js';
 
 export interface PrevisitWorkerDeps {
@@ -51,6 +51,7 @@ export class PrevisitWorker {
       what: 'pre-visit round',
       idleMs: deps.idleMs,
       round: () => this.tick(),
+      release: { what: 'pre-visit worker', leases: () => deps.store.appointments.releaseAll(deps.owner) },
     });
   }
 
@@ -65,11 +66,6 @@ export class PrevisitWorker {
 
   async stop(): Promise<void> {
     await this.loop.stop();
-    await releaseLeases(
-      () => this.deps.store.appointments.releaseAll(this.deps.owner),
-      this.deps.logger,
-      'pre-visit worker',
-    );
   }
 
   /** One round: claims due appointments and decides each. Returns how many were claimed. */
@@ -84,16 +80,10 @@ export class PrevisitWorker {
       limit: this.deps.batchSize,
     });
     for (const appointment of claimed) {
-      try {
-        await this.decide(appointment, owner, now);
-        this.steps.succeeded();
-      } catch (error) {
-        // The lease runs out and another round decides it again: nothing is lost. A store outage
-        // is logged once (FailureStreak), not once per appointment.
-        if (isStoreUnavailable(error)) this.steps.failed(error);
-        else
-          this.deps.logger.error('pre-visit re-check step failed', { appointmentId: appointment.id, error });
-      }
+      // The lease runs out and another round decides it again: nothing is lost.
+      await this.steps.step(() => this.decide(appointment, owner, now), 'pre-visit re-check step failed', {
+        appointmentId: appointment.id,
+      });
     }
     return claimed.length;
   }

@@ -1,11 +1,13 @@
 /**
  * The loop of a worker that runs rounds against the store (the scheduler, the notification
- * worker, the pre-visit worker): a round, at once another when the round took something or a
- * wake came during it, else an idle wait that `wake` cuts short; a round that fails backs off
- * (FailureStreak: 250 ms doubling to 5 s, one log line when the store goes, one when it is back).
+ * worker, the pre-visit worker, the evidence worker): a round, at once another when the round took
+ * something or a wake came during it, else an idle wait that `wake` cuts short; a round that fails
+ * backs off (FailureStreak: 250 ms doubling to 5 s, one log line when the store goes, one when it
+ * is back). On stop, after the last round (and the work it left running), the replica's leases
+ * are let go of (releaseLeases).
  */
 import type { Logger } from '../log.js';
-import { FailureStreak } from './store/outage.js';
+import { FailureStreak, releaseLeases } from './store/outage.js';
 
 export interface RoundLoopOptions {
   logger: Logger;
@@ -17,6 +19,10 @@ export interface RoundLoopOptions {
   round: () => Promise<number>;
   /** Runs after every round, before the next (the scheduler waits there while near capacity). */
   afterRound?: () => Promise<void>;
+  /** On stop: waits for the work the rounds left running (the scheduler's steps, the deliveries). */
+  settle?: () => Promise<unknown>;
+  /** On stop, last: lets go of every lease the replica holds; `what` names the worker in the log. */
+  release: { what: string; leases: () => Promise<unknown> };
 }
 
 export class RoundLoop {
@@ -46,11 +52,14 @@ export class RoundLoop {
     this.wakeUp?.();
   }
 
-  /** Ends the loop after the round under way. */
+  /** Ends the loop after the round under way, waits for what it left running, lets go of the leases. */
   async stop(): Promise<void> {
     this.isRunning = false;
     this.wake();
     await this.loop;
+    await this.options.settle?.();
+    const { what, leases } = this.options.release;
+    await releaseLeases(leases, this.options.logger, what);
   }
 
   private async run(): Promise<void> {

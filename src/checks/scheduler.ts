@@ -6,7 +6,7 @@ import { EventEmitter } from 'node:events';
 import type { Logger } from '../log.js';
 import { advanceCheck } from './lifecycle.js';
 import type { LifecycleDeps } from './lifecycle.js';
-import { FailureStreak, isStoreUnavailable, releaseLeases } from './store/outage.js';
+import { FailureStreak, isStoreUnavailable } from './store/outage.js';
 import { RoundLoop } from './round-loop.js';
 
 export interface SchedulerOptions {
@@ -52,6 +52,8 @@ export class Scheduler {
       idleMs: options.idleMs,
       round: () => this.tick(),
       afterRound: () => this.nearCapacity(),
+      settle: () => Promise.allSettled([...this.active]),
+      release: { what: 'scheduler', leases: () => this.deps.store.releaseAll(this.deps.owner) },
     });
   }
 
@@ -79,8 +81,6 @@ export class Scheduler {
   /** Stops claiming, waits for the steps under way, and drops every lease this replica holds. */
   async stop(): Promise<void> {
     await this.loop.stop();
-    await Promise.allSettled([...this.active]);
-    await releaseLeases(() => this.deps.store.releaseAll(this.deps.owner), this.logger, 'scheduler');
   }
 
   /** One round: claim due checks and advance them all. Returns how many were claimed. */

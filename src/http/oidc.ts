@@ -147,16 +147,21 @@ export function oidcRoutes(deps: OidcDeps): (router: Router) => void {
       ...fields,
     });
 
+  /** A store outage: the page says so, with Retry-After. */
+  const storeUnavailable = (res: Response) => {
+    res.set('Retry-After', String(STORE_RETRY_AFTER_SECONDS));
+    signInProblem(
+      res,
+      503,
+      'Sign-in is unavailable',
+      'The service cannot reach its store. Try again shortly.',
+    );
+  };
+
   /** The provider could not be reached or a store outage: the page says so, the log says which tenant. */
   const unavailable = (res: Response, tenant: Tenant, error: unknown) => {
     if (isStoreUnavailable(error)) {
-      res.set('Retry-After', String(STORE_RETRY_AFTER_SECONDS));
-      signInProblem(
-        res,
-        503,
-        'Sign-in is unavailable',
-        'The service cannot reach its store. Try again shortly.',
-      );
+      storeUnavailable(res);
       return;
     }
     deps.logger.warn('sign-in provider unavailable', {
@@ -203,13 +208,7 @@ export function oidcRoutes(deps: OidcDeps): (router: Router) => void {
       pending = state ? await deps.sessions.takeLogin(state, 'oidc') : null;
     } catch (error) {
       if (!isStoreUnavailable(error)) throw error;
-      res.set('Retry-After', String(STORE_RETRY_AFTER_SECONDS));
-      signInProblem(
-        res,
-        503,
-        'Sign-in is unavailable',
-        'The service cannot reach its store. Try again shortly.',
-      );
+      storeUnavailable(res);
       return;
     }
     const tenant = pending ? oidcTenant(pending.tenantId) : undefined;

@@ -15,7 +15,6 @@ import type { CheckStore } from '../checks/store/check-store.js';
 import type { StoredSubscription, SubscriptionEvent } from '../checks/store/subscription-store.js';
 import type { Logger } from '../log.js';
 import { RoundLoop } from '../checks/round-loop.js';
-import { releaseLeases } from '../checks/store/outage.js';
 import { notificationBundle } from './bundles.js';
 import type { EventWithFocus, NotificationContext, NotificationType } from './bundles.js';
 import { channelOf, type Channel } from './subscription-input.js';
@@ -78,6 +77,11 @@ export class DeliveryWorker {
       what: 'delivery round',
       idleMs: options.idleMs,
       round: () => this.tick(),
+      settle: () => Promise.allSettled([...this.active]),
+      release: {
+        what: 'delivery worker',
+        leases: () => options.store.subscriptions.releaseAll(options.owner),
+      },
     });
   }
 
@@ -96,12 +100,6 @@ export class DeliveryWorker {
 
   async stop(): Promise<void> {
     await this.loop.stop();
-    await Promise.allSettled([...this.active]);
-    await releaseLeases(
-      () => this.options.store.subscriptions.releaseAll(this.options.owner),
-      this.options.logger,
-      'delivery worker',
-    );
     await this.agent.close();
   }
 

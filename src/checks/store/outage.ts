@@ -183,6 +183,21 @@ export class FailureStreak {
     });
     this.count = 0;
   }
+
+  /**
+   * One step of a round (a document, an appointment): a store outage counts in the streak (one log
+   * line for a run of them, not one per step), any other error is logged as `message` with
+   * `fields`. Never throws: the step's lease runs out and a later round takes it again.
+   */
+  async step(run: () => Promise<unknown>, message: string, fields: Record<string, unknown>): Promise<void> {
+    try {
+      await run();
+      this.succeeded();
+    } catch (error) {
+      if (isStoreUnavailable(error)) this.failed(error);
+      else this.logger.error(message, { ...fields, error });
+    }
+  }
 }
 
 /** Waits ms (a timer that does not keep the process alive). */

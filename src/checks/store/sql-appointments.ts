@@ -19,6 +19,7 @@ import { int, nullableInt, nullableText, oneOf, text } from './rows.js';
 import type { Row } from './rows.js';
 import type { Dialect, Mode, SqlDriver, Work } from './driver.js';
 import { Params, query, rangeCondition } from './driver.js';
+import { claimLeased, releaseOwner } from './sql-leases.js';
 
 /** A due, unleased, scheduled appointment; $1 is now. */
 const DUE = `state = 'scheduled' AND due_at <= $1 AND (lease_until IS NULL OR lease_until <= $1)`;
@@ -83,20 +84,16 @@ export class SqlAppointmentStore implements AppointmentStore {
 
   async claimDue({ owner, now, leaseMs, limit }: AppointmentClaim): Promise<Appointment[]> {
     if (limit <= 0) return [];
-    // Most rounds find nothing due: a read says so without a write (as the delivery worker's claim).
-    const [due] = await this.rows(`SELECT 1 AS due FROM appointments WHERE ${DUE} LIMIT 1`, [now]);
-    if (!due) return [];
-    // One statement: PostgreSQL locks the rows it picks (SKIP LOCKED: another replica's claim
-    // skips them) and checks the outer condition again on the row as committed; SQLite has one writer.
-    const rows = await this.rows(
-      `UPDATE appointments SET lease_owner = $2, lease_until = $3
-       WHERE id IN (SELECT id FROM appointments WHERE ${DUE}
-                    ORDER BY due_at, id LIMIT $4${this.dialect.lockRows})
-         AND ${DUE}
-       RETURNING *`,
-      [now, owner, now + leaseMs, limit],
-      'write',
-    );
+    const rows = await claimLeased(this.driver, {
+      table: 'appointments',
+      due: DUE,
+      dueParams: [now],
+      order: 'due_at, id',
+      columns: '*',
+      owner,
+      leaseUntil: now + leaseMs,
+      limit,
+    });
     return rows.map(this.toAppointment).sort((a, b) => a.dueAt - b.dueAt || a.id.localeCompare(b.id));
   }
 
@@ -199,12 +196,7 @@ export class SqlAppointmentStore implements AppointmentStore {
   }
 
   async releaseAll(owner: string): Promise<void> {
-    await this.rows(
-      `UPDATE appointments SET lease_owner = NULL, lease_until = NULL
-       WHERE lease_owner = $1 OR substr(lease_owner, 1, length($1) + 1) = $1 || ':'`,
-      [owner],
-      'write',
-    );
+    await releaseOwner(this.driver, 'appointments', owner, 'write');
   }
 
   // ---- the work of each call --------------------------------------------------------------

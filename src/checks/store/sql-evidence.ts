@@ -22,6 +22,7 @@ import { int, nullableInt, nullableText, oneOf, patientValueOf, stampCer, text }
 import type { Row } from './rows.js';
 import type { Dialect, SqlDriver, Work } from './driver.js';
 import { Params, one, query, rangeCondition } from './driver.js';
+import { claimLeased, releaseOwner } from './sql-leases.js';
 
 /** A due, unleased, pending row; $1 is now. */
 const DUE = `state = 'pending' AND next_run_at <= $1 AND (lease_until IS NULL OR lease_until <= $1)`;
@@ -118,18 +119,16 @@ export class SqlEvidenceStore implements EvidenceStore {
 
   async claimDue({ owner, now, leaseMs, limit }: EvidenceClaim): Promise<Evidence[]> {
     if (limit <= 0) return [];
-    // Most rounds find nothing due: a read says so without a write (as the other workers' claims).
-    const [due] = await this.rows(`SELECT 1 AS due FROM evidence WHERE ${DUE} LIMIT 1`, [now]);
-    if (!due) return [];
-    const rows = await this.rows(
-      `UPDATE evidence SET lease_owner = $2, lease_until = $3
-       WHERE id IN (SELECT id FROM evidence WHERE ${DUE}
-                    ORDER BY next_run_at, id LIMIT $4${this.dialect.lockRows})
-         AND ${DUE}
-       RETURNING ${COLUMNS}`,
-      [now, owner, now + leaseMs, limit],
-      'write',
-    );
+    const rows = await claimLeased(this.driver, {
+      table: 'evidence',
+      due: DUE,
+      dueParams: [now],
+      order: 'next_run_at, id',
+      columns: COLUMNS,
+      owner,
+      leaseUntil: now + leaseMs,
+      limit,
+    });
     return rows.map(rowToEvidence).sort((a, b) => a.nextRunAt - b.nextRunAt || a.id.localeCompare(b.id));
   }
 
@@ -258,12 +257,7 @@ export class SqlEvidenceStore implements EvidenceStore {
   }
 
   async releaseAll(owner: string): Promise<void> {
-    await this.rows(
-      `UPDATE evidence SET lease_owner = NULL, lease_until = NULL
-       WHERE lease_owner = $1 OR substr(lease_owner, 1, length($1) + 1) = $1 || ':'`,
-      [owner],
-      'write',
-    );
+    await releaseOwner(this.driver, 'evidence', owner, 'write');
   }
 
   private rows(
