@@ -63,6 +63,7 @@ const TOPIC = `${CANONICAL_BASE}/SubscriptionTopic/eligibility-final`;
 const BACKPORT = 'http://hl7.org/fhir/uv/subscriptions-backport/StructureDefinition';
 const ext = (id: string) => `${CANONICAL_BASE}/StructureDefinition/${id}`;
 /** The sandbox's eligible member. */
+const EMIRATES_ID_SYSTEM = 'http://uae.gov/fhir/identifier/emirates-id';
 const ELIGIBLE_ID = SCENARIOS.find((s) => s.name === 'eligible')?.example ?? 'no eligible scenario';
 /** Scenarios left out of the run: `slow` stays in flight for 12 s at the harness's time scale. */
 const SKIPPED = new Set(['slow']);
@@ -353,6 +354,39 @@ beforeAll(async () => {
   await get(`${subscriptionPath}/$events`);
   await get('/fhir/Subscription');
 
+  // The documents of the eligible answer, once the evidence worker has kept them (docs/evidence.md).
+  const eligibleId = String(eligible).split('/').pop() ?? '';
+  await until(
+    async () => {
+      const res = await get(`/fhir/DocumentReference?related=CoverageEligibilityResponse/${eligibleId}`);
+      return ((res.body as Bundle).entry?.length ?? 0) > 0 ? true : undefined;
+    },
+    20_000,
+    'the documents kept',
+  );
+  await get(`/fhir/DocumentReference?patient=${encodeURIComponent(`${EMIRATES_ID_SYSTEM}|${ELIGIBLE_ID}`)}`);
+
+  // People at the page (docs/signin.md, docs/smart-launch.md): a sign-in, a refused one, a page
+  // action, a SMART launch naming its fhirUser and a sign-out, recorded as the sign-in routes
+  // record them and read back through the audit search below.
+  const person = { issuer: 'https://id.clinic-a.example', subject: 'u-1', name: 'Reem Front Desk' };
+  const launched = { ...person, subject: 'Practitioner/7', reference: 'Practitioner/7' };
+  for (const record of [
+    { interaction: 'login', outcome: '0', person },
+    { interaction: 'login', outcome: '4', outcomeDesc: 'state unknown or used' },
+    { interaction: 'read', action: 'R', outcome: '0', person, operation: 'appointments' },
+    { interaction: 'login', outcome: '0', person: launched, operation: 'smart-launch' },
+    { interaction: 'logout', outcome: '0', person },
+  ] as const)
+    h.server.audit.record({
+      tenantId: 'clinic-a',
+      agentId: 'person' in record ? (record.person?.subject ?? 'unknown') : 'unknown',
+      agentKind: 'person',
+      action: 'E',
+      ...record,
+    });
+  await h.server.audit.flush();
+
   // The audit trail of all that.
   const trail = await get('/fhir/AuditEvent?_count=50');
   const first = (trail.body as Bundle).entry?.[0]?.resource;
@@ -411,6 +445,7 @@ describe("the adapter's FHIR package, loaded by fhir-package-loader", () => {
     for (const kind of [
       'CoverageEligibilityResponse',
       'CoverageEligibilityRequest',
+      'DocumentReference',
       'OperationOutcome',
       'ClaimResponse',
       'AuditEvent',
@@ -424,6 +459,14 @@ describe("the adapter's FHIR package, loaded by fhir-package-loader", () => {
     expect(
       all.some((r) => r.resourceType === 'CoverageEligibilityRequest' && r.status === 'cancelled'),
       'a cancelled appointment',
+    ).toBe(true);
+    expect(
+      all.some(
+        (r) =>
+          r.resourceType === 'AuditEvent' &&
+          r.agent.some((a) => a.who?.identifier?.system === 'https://id.clinic-a.example'),
+      ),
+      'an AuditEvent naming a person',
     ).toBe(true);
     const bundleTypes = new Set(all.flatMap((r) => (r.resourceType === 'Bundle' ? [r.type] : [])));
     for (const type of ['searchset', 'batch-response', 'history']) expect(bundleTypes, type).toContain(type);
