@@ -13,10 +13,10 @@ import { CANONICAL_BASE } from '../../src/fhir/canonical.js';
 import { mapEnvelope } from '../../src/mapping/response/index.js';
 import { envelopeSchema } from '../../src/upstream/contract.js';
 import type { Harness } from '../support/harness.js';
-import { TENANT_A_KEY, startHarness } from '../support/harness.js';
+import { TENANT_A_KEY } from '../support/harness.js';
 import { NARRATIVE_ELEMENTS } from '../support/narrative.js';
 import type { Watched } from './support.js';
-import { launchChromium, runCheck, signIn, watchedPage } from './support.js';
+import { closeOpened, openWatched, runCheck, signIn, startWithChromium } from './support.js';
 
 let harness: Harness;
 let browser: Browser;
@@ -26,14 +26,7 @@ const opened: Watched[] = [];
 let launchError: Error | undefined;
 
 beforeAll(async () => {
-  const launched = launchChromium().catch((error: unknown) => {
-    launchError = error instanceof Error ? error : new Error(String(error));
-    return undefined;
-  });
-  [harness, browser] = (await Promise.all([
-    startHarness({ timeScale: 0.01, pollIntervalMs: 50 }),
-    launched,
-  ])) as [Harness, Browser];
+  ({ harness, browser, launchError } = await startWithChromium({ timeScale: 0.01, pollIntervalMs: 50 }));
 }, 60_000);
 
 afterAll(async () => {
@@ -44,16 +37,11 @@ afterAll(async () => {
   expect(harness.logs.filter((line) => line.includes(TENANT_A_KEY))).toEqual([]);
 });
 
-async function open(viewport?: { width: number; height: number }): Promise<Watched> {
-  if (launchError) throw launchError;
-  const watched = await watchedPage(browser, harness.url, viewport);
-  opened.push(watched);
-  return watched;
-}
+const open = (viewport?: { width: number; height: number }) =>
+  openWatched(opened, browser, launchError, harness.url, viewport);
 
 afterEach(async () => {
-  for (const { context, urls, elsewhere } of opened.splice(0)) {
-    await context.close();
+  for (const { urls, elsewhere } of await closeOpened(opened)) {
     expect(urls.length).toBeGreaterThan(0);
     // Nothing from another host, and the key in no URL the page asked for.
     expect(elsewhere).toEqual([]);

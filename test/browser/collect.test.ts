@@ -11,9 +11,9 @@ import type { Browser, Page } from 'playwright-core';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { fixtureUpstream, mappingFixture } from '../support/fixture-upstream.js';
 import type { Harness } from '../support/harness.js';
-import { TENANT_A_KEY, startHarness } from '../support/harness.js';
+import { TENANT_A_KEY } from '../support/harness.js';
 import type { Watched } from './support.js';
-import { closeOpened, launchChromium, openWatched, runCheck, signIn } from './support.js';
+import { closeOpened, openWatched, runCheck, signIn, startWithChromium } from './support.js';
 
 const DEDUCTIBLE_PLAN = '784-1990-1234567-6';
 const MATERNITY_PLAN = '784-1985-7654321-3';
@@ -23,23 +23,16 @@ const opened: Watched[] = [];
 let launchError: Error | undefined;
 
 beforeAll(async () => {
-  const launched = launchChromium().catch((error: unknown) => {
-    launchError = error instanceof Error ? error : new Error(String(error));
-    return undefined;
-  });
-  [harness, browser] = (await Promise.all([
-    startHarness({
-      timeScale: 0.01,
-      pollIntervalMs: 50,
-      overrides: {
-        upstream: fixtureUpstream({
-          [DEDUCTIBLE_PLAN]: mappingFixture('found-eligible-deductible'),
-          [MATERNITY_PLAN]: mappingFixture('found-eligible-maternity'),
-        }),
-      },
-    }),
-    launched,
-  ])) as [Harness, Browser];
+  ({ harness, browser, launchError } = await startWithChromium({
+    timeScale: 0.01,
+    pollIntervalMs: 50,
+    overrides: {
+      upstream: fixtureUpstream({
+        [DEDUCTIBLE_PLAN]: mappingFixture('found-eligible-deductible'),
+        [MATERNITY_PLAN]: mappingFixture('found-eligible-maternity'),
+      }),
+    },
+  }));
 }, 60_000);
 
 afterAll(async () => {

@@ -15,7 +15,7 @@ import { TENANT_A_KEY, startHarness } from '../support/harness.js';
 import { expectValidFhir } from '../support/fhir.js';
 import type { TestProvider } from '../support/oidc-provider.js';
 import { OPERATOR_ROLE, PAGE_CLIENT_SECRET, startOidcProvider } from '../support/oidc-provider.js';
-import { launchChromium, runCheck } from './support.js';
+import { launchChromiumOrError, runCheck } from './support.js';
 
 let provider: TestProvider;
 let harness: Harness;
@@ -32,10 +32,7 @@ const sessionIds: string[] = [];
 const codes: string[] = [];
 
 beforeAll(async () => {
-  const launched = launchChromium().catch((error: unknown) => {
-    launchError = error instanceof Error ? error : new Error(String(error));
-    return undefined;
-  });
+  const launched = launchChromiumOrError();
   provider = await startOidcProvider();
   harness = await startHarness({
     timeScale: 0.01,
@@ -45,7 +42,7 @@ beforeAll(async () => {
   });
   base = `http://localhost:${new URL(harness.url).port}`;
   provider.register(base);
-  browser = (await launched) as Browser;
+  ({ browser, launchError } = await launched);
 }, 60_000);
 
 afterEach(async () => {

@@ -13,7 +13,7 @@ import type { Harness } from '../support/harness.js';
 import { startHarness } from '../support/harness.js';
 import { EHR_EMIRATES_ID, EHR_PAYER, startFhirServer } from '../support/smart-ehr.js';
 import type { SmartEhr } from '../support/smart-ehr.js';
-import { launchChromium } from './support.js';
+import { launchChromiumOrError } from './support.js';
 
 const CLIENT_ID = 'eligibility-page';
 let h: Harness;
@@ -28,10 +28,7 @@ const urls: string[] = [];
 const bodies: string[] = [];
 
 beforeAll(async () => {
-  const launched = launchChromium().catch((error: unknown) => {
-    launchError = error instanceof Error ? error : new Error(String(error));
-    return undefined;
-  });
+  const launched = launchChromiumOrError();
   const { privateKey, publicKey } = await generateKeyPair('RS384', { extractable: true });
   const privateJwk = { ...(await exportJWK(privateKey)), kid: 'page-rs', alg: 'RS384' };
   const publicJwk = { ...(await exportJWK(publicKey)), kid: 'page-rs', alg: 'RS384' };
@@ -49,7 +46,7 @@ beforeAll(async () => {
     redirectUri: `${base}/app/launch/callback`,
     clientJwks: { keys: [publicJwk] },
   });
-  browser = (await launched) as Browser;
+  ({ browser, launchError } = await launched);
 }, 60_000);
 
 afterEach(async () => {

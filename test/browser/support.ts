@@ -7,6 +7,7 @@
 import { existsSync } from 'node:fs';
 import type { Browser, BrowserContext, Page } from 'playwright-core';
 import { chromium } from 'playwright-core';
+import { startHarness, type Harness, type HarnessOptions } from '../support/harness.js';
 
 export const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
 
@@ -26,6 +27,33 @@ export async function launchChromium(): Promise<Browser> {
       '--disable-sync',
     ],
   });
+}
+
+/**
+ * A launch of Chromium for a test file's beforeAll, started beside the file's servers: a launch
+ * that fails is handed back as `launchError` (the `browser` is then unusable) so that the tests
+ * that open a page fail with it (openWatched), never a skip, and the others still run.
+ */
+export interface Launched {
+  browser: Browser;
+  launchError: Error | undefined;
+}
+
+export async function launchChromiumOrError(): Promise<Launched> {
+  try {
+    return { browser: await launchChromium(), launchError: undefined };
+  } catch (error: unknown) {
+    return {
+      browser: undefined as unknown as Browser,
+      launchError: error instanceof Error ? error : new Error(String(error)),
+    };
+  }
+}
+
+/** The harness (startHarness with `options`) and Chromium, started side by side. */
+export async function startWithChromium(options: HarnessOptions): Promise<Launched & { harness: Harness }> {
+  const [harness, launched] = await Promise.all([startHarness(options), launchChromiumOrError()]);
+  return { harness, ...launched };
 }
 
 /** Every request a page made, and the ones to another host (aborted before they leave). */

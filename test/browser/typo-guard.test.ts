@@ -8,9 +8,9 @@
 import type { Browser } from 'playwright-core';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { emiratesIdProblem } from '../../src/mapping/request/patient.js';
-import { startHarness, TENANT_A_KEY, type Harness } from '../support/harness.js';
+import { TENANT_A_KEY, type Harness } from '../support/harness.js';
 import { emiratesId } from '../support/emirates-id.js';
-import { closeOpened, launchChromium, openWatched, runCheck, signIn, type Watched } from './support.js';
+import { closeOpened, openWatched, runCheck, signIn, startWithChromium, type Watched } from './support.js';
 
 let harness: Harness;
 let browser: Browser;
@@ -18,14 +18,7 @@ let launchError: Error | undefined;
 const opened: Watched[] = [];
 
 beforeAll(async () => {
-  const launched = launchChromium().catch((error: unknown) => {
-    launchError = error instanceof Error ? error : new Error(String(error));
-    return undefined;
-  });
-  [harness, browser] = (await Promise.all([
-    startHarness({ timeScale: 0.01, pollIntervalMs: 50 }),
-    launched,
-  ])) as [Harness, Browser];
+  ({ harness, browser, launchError } = await startWithChromium({ timeScale: 0.01, pollIntervalMs: 50 }));
 }, 60_000);
 
 afterAll(async () => {

@@ -40,7 +40,7 @@ import {
   submitOutcome,
 } from '../../src/mapping/response/index.js';
 import { allAdapterErrors } from '../../src/mapping/response/adapter-errors.js';
-import type { CerContext } from '../../src/mapping/types.js';
+import { cerContext } from '../support/cer-context.js';
 import { topicResource } from '../../src/notifications/bundles.js';
 import { PAYERS, SCENARIOS } from '../../src/sandbox/scenarios.js';
 import type { Envelope } from '../../src/upstream/contract.js';
@@ -156,28 +156,8 @@ async function buildPackage(): Promise<string> {
   return file;
 }
 
-function ctx(isSearchAll: boolean): CerContext {
-  const id = '0b6f7a52-3c1d-4e8f-9a2b-5c6d7e8f9a01';
-  return {
-    checkId: id,
-    patient: { reference: 'Patient/pat-1' },
-    insurer: isSearchAll
-      ? { display: 'All payers' }
-      : { identifier: { system: `${CANONICAL_BASE}/payer-code`, value: 'DAMAN' }, display: 'Daman' },
-    request: {
-      resourceType: 'CoverageEligibilityRequest',
-      id,
-      status: 'active',
-      purpose: isSearchAll ? ['discovery'] : ['benefits', 'validation'],
-      patient: { reference: 'Patient/pat-1' },
-      created: '2026-11-22',
-      insurer: { display: 'Daman' },
-    },
-    isSearchAll,
-    baseUrl: 'https://adapter.example.org',
-    now: '2026-11-22T10:00:00.000Z',
-  };
-}
+/** The mapping tests' context, without a date of service. */
+const ctx = (isSearchAll: boolean) => cerContext(isSearchAll, { servicedDate: undefined });
 
 /** Every mapping fixture through the mapping functions: the CER, the still-checking CER, the $submit outcome. */
 function mappingCorpus(): Emitted[] {

@@ -13,33 +13,14 @@ import type { NewAppointment } from '../../src/checks/store/appointment-store.js
 import type { NewCheck } from '../../src/checks/store/check-store.js';
 import type { Store } from '../../src/checks/store/appointment-store.js';
 import { postgresBackend, sqliteBackend, storesOn } from '../support/store-backends.js';
-import { upstreamTaskRequest } from '../support/requests.js';
+import { checkInput } from '../support/requests.js';
 
 const T0 = Date.UTC(2026, 10, 26, 6, 0);
 const HOUR = 3_600_000;
 const LEASE = 30_000;
 
-function input(key: string | null = null): CheckInput {
-  return {
-    request: {
-      resourceType: 'CoverageEligibilityRequest',
-      status: 'active',
-      purpose: ['benefits'],
-      patient: { reference: '#pat' },
-      created: '2026-11-26',
-      insurer: { reference: '#payer' },
-      servicedPeriod: { start: new Date(T0 + 24 * HOUR).toISOString() },
-    },
-    upstream: upstreamTaskRequest('784-1990-1234567-6', T0),
-    payerCode: 'DAMAN',
-    isSearchAll: false,
-    idempotencyKey: key === null ? null : `urn:ehr|${key}`,
-    requestIdentifierValue: key,
-    patientKey: 'urn:eid|784-1990-1234567-6',
-    patient: { identifier: { system: 'urn:eid', value: '784-1990-1234567-6' } },
-    insurer: { identifier: { value: 'DAMAN' }, display: 'Daman' },
-  };
-}
+const input = (key: string | null = null): CheckInput =>
+  checkInput({ startedAt: T0, key, servicedPeriod: { start: new Date(T0 + 24 * HOUR).toISOString() } });
 
 function checkOf(given: CheckInput, id = randomUUID(), requestId?: string): NewCheck {
   return newCheckOf(given, {

@@ -4,12 +4,12 @@
  * ids stay unique and in recording order.
  */
 import { Writable } from 'node:stream';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { AuditTrail } from '../../src/checks/audit.js';
 import type { CheckStore } from '../../src/checks/store/check-store.js';
 import type { AuditRecord } from '../../src/fhir/audit-event.js';
 import { createLogger } from '../../src/log.js';
-import { postgresBackend, sqliteBackend } from '../support/store-backends.js';
+import { postgresBackend, sharedStoreOn, sqliteBackend } from '../support/store-backends.js';
 
 const T0 = Date.parse('2026-11-24T05:00:00Z');
 /** The trail's log, kept out of the test output. */
@@ -35,15 +35,7 @@ function read(tenantId: string, entity: string): AuditRecord {
 
 describe.each([sqliteBackend(), postgresBackend()])('AuditTrail on $name', (backend) => {
   let store: CheckStore;
-  beforeAll(async () => {
-    await backend.setup();
-    store = await backend.open(backend.create());
-    await store.migrate();
-  });
-  afterAll(async () => {
-    await store.close();
-    await backend.teardown();
-  });
+  sharedStoreOn(backend, (opened) => (store = opened));
 
   it('a search finds what was recorded just before it, though the queue would wait a minute', async () => {
     const trail = new AuditTrail(

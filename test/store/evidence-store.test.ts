@@ -16,33 +16,14 @@ import type { Store } from '../../src/checks/store/appointment-store.js';
 import type { KeptBytes } from '../../src/checks/store/evidence-store.js';
 import { postgresBackend, sqliteBackend, storesOn } from '../support/store-backends.js';
 import type { Backend } from '../support/store-backends.js';
-import { upstreamTaskRequest } from '../support/requests.js';
+import { checkInput } from '../support/requests.js';
 
 const T0 = Date.UTC(2026, 10, 28, 6, 0);
 const DAY = 86_400_000;
 const LEASE = 30_000;
 const EID = '784-1990-1234567-6';
 
-function input(eid = EID): CheckInput {
-  return {
-    request: {
-      resourceType: 'CoverageEligibilityRequest',
-      status: 'active',
-      purpose: ['benefits'],
-      patient: { reference: '#pat' },
-      created: '2026-11-28',
-      insurer: { reference: '#payer' },
-    },
-    upstream: upstreamTaskRequest(eid, T0),
-    payerCode: 'DAMAN',
-    isSearchAll: false,
-    idempotencyKey: null,
-    requestIdentifierValue: null,
-    patientKey: `urn:eid|${eid}`,
-    patient: { identifier: { system: 'urn:eid', value: eid } },
-    insurer: { identifier: { value: 'DAMAN' }, display: 'Daman' },
-  };
-}
+const input = (eid = EID): CheckInput => checkInput({ startedAt: T0, emiratesId: eid });
 
 function bytesOf(text: string): KeptBytes {
   const bytes = Buffer.from(text);

@@ -3,14 +3,14 @@
  * is found by its hash only, a pending sign-in is taken once even by two callers at once, and an
  * audit record names the person it was written for.
  */
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import type { Store } from '../../src/checks/store/appointment-store.js';
 import type { StoredSession } from '../../src/checks/store/session-store.js';
 import { digest } from '../../src/http/sessions.js';
 import { auditRow } from '../../src/checks/store/audit-store.js';
 import { buildAuditEvent } from '../../src/fhir/audit-event.js';
 import { expectValidFhir } from '../support/fhir.js';
-import { postgresBackend, sqliteBackend } from '../support/store-backends.js';
+import { postgresBackend, sharedStoreOn, sqliteBackend } from '../support/store-backends.js';
 
 const T0 = Date.parse('2026-11-24T05:00:00Z');
 
@@ -30,15 +30,7 @@ function session(id: string): StoredSession {
 
 describe.each([sqliteBackend(), postgresBackend()])('the session store on $name', (backend) => {
   let store: Store;
-  beforeAll(async () => {
-    await backend.setup();
-    store = await backend.open(backend.create());
-    await store.migrate();
-  });
-  afterAll(async () => {
-    await store.close();
-    await backend.teardown();
-  });
+  sharedStoreOn(backend, (opened) => (store = opened));
 
   it('keeps a session by the hash of its id, touches, updates and deletes it', async () => {
     await store.sessions.createSession(session('id-one'));

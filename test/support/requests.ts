@@ -1,7 +1,8 @@
 /**
  * Real-looking FHIR inputs for component tests, built the way an EHR would send them.
  */
-import type { CoverageEligibilityRequest, Organization, Patient } from 'fhir/r4.js';
+import type { CoverageEligibilityRequest, Organization, Patient, Period } from 'fhir/r4.js';
+import type { CheckInput } from '../../src/mapping/types.js';
 import type { UpstreamTaskRequest } from '../../src/upstream/contract.js';
 
 const V2_0203 = 'http://terminology.hl7.org/CodeSystem/v2-0203';
@@ -90,5 +91,42 @@ export function upstreamTaskRequest(emiratesId: string, startedAt: number): Upst
     doctorName: 'Dr Test',
     user_id: 'u1',
     extra_args: { title: 'x', value: 'y', request_start_time: startedAt },
+  };
+}
+
+export interface CheckInputOptions {
+  /** When the request was made: the upstream's request_start_time, and its date is `created`. */
+  startedAt: number;
+  emiratesId?: string;
+  /** The request.identifier value (system urn:ehr); none when null or absent. */
+  key?: string | null;
+  servicedPeriod?: Period;
+}
+
+/**
+ * What the request mapper would hand the store for a benefits check at Daman by Emirates ID
+ * (contained #pat and #payer), for the store tests that insert checks without the mapper.
+ */
+export function checkInput(options: CheckInputOptions): CheckInput {
+  const eid = options.emiratesId ?? '784-1990-1234567-6';
+  const key = options.key ?? null;
+  return {
+    request: {
+      resourceType: 'CoverageEligibilityRequest',
+      status: 'active',
+      purpose: ['benefits'],
+      patient: { reference: '#pat' },
+      created: new Date(options.startedAt).toISOString().slice(0, 10),
+      insurer: { reference: '#payer' },
+      ...(options.servicedPeriod ? { servicedPeriod: options.servicedPeriod } : {}),
+    },
+    upstream: upstreamTaskRequest(eid, options.startedAt),
+    payerCode: 'DAMAN',
+    isSearchAll: false,
+    idempotencyKey: key === null ? null : `urn:ehr|${key}`,
+    requestIdentifierValue: key,
+    patientKey: `urn:eid|${eid}`,
+    patient: { identifier: { system: 'urn:eid', value: eid } },
+    insurer: { identifier: { value: 'DAMAN' }, display: 'Daman' },
   };
 }

@@ -103,3 +103,22 @@ export function storesOn(backend: Pick<Backend, 'setup' | 'open' | 'teardown'>):
     },
   };
 }
+
+/**
+ * Registers with the enclosing `describe` block one migrated store on a new database of the
+ * backend, shared by all its tests: opened before the first (after the backend's set-up), handed
+ * to `use`, closed after the last (before the backend's tear-down).
+ */
+export function sharedStoreOn(backend: Backend, use: (store: CheckStore) => void): void {
+  let store: CheckStore | undefined;
+  beforeAll(async () => {
+    await backend.setup();
+    store = await backend.open(backend.create());
+    await store.migrate();
+    use(store);
+  });
+  afterAll(async () => {
+    await store?.close();
+    await backend.teardown();
+  });
+}

@@ -16,29 +16,14 @@ import { estimateClaimResponse, estimateItems } from '../../src/mapping/response
 import { mapEnvelope } from '../../src/mapping/response/index.js';
 import { summaryLine, visitSummary } from '../../src/mapping/response/visit-summary.js';
 import { categoryByCode } from '../../src/mapping/response/vocabulary.js';
-import type { CerContext } from '../../src/mapping/types.js';
+import { benefitsContext } from '../support/cer-context.js';
 import { envelopeSchema } from '../../src/upstream/contract.js';
 import { expectValidFhir } from '../support/fhir.js';
 
 const SERVICE = 'http://fhir-eligibility-adapter.org/fhir/CodeSystem/service-category';
 const TYPE = 'http://terminology.hl7.org/CodeSystem/benefit-type';
 
-const ctx: CerContext = {
-  checkId: 'c35b',
-  patient: { reference: 'Patient/p' },
-  insurer: { display: 'NAS' },
-  request: {
-    resourceType: 'CoverageEligibilityRequest',
-    status: 'active',
-    purpose: ['benefits'],
-    patient: { reference: 'Patient/p' },
-    created: '2026-11-22',
-    insurer: { display: 'NAS' },
-  },
-  isSearchAll: false,
-  baseUrl: 'https://adapter.example.org',
-  now: '2026-11-22T10:00:00.000Z',
-};
+const ctx = benefitsContext('c35b', 'NAS');
 
 const raw = readFileSync(
   new URL('../fixtures/mapping/found-eligible-deductible.json', import.meta.url),

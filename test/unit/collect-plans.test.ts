@@ -12,28 +12,13 @@ import { mapEnvelope } from '../../src/mapping/response/index.js';
 import { estimateClaimResponse, estimateItems } from '../../src/mapping/response/estimate.js';
 import { visitSummary } from '../../src/mapping/response/visit-summary.js';
 import { categoryByCode } from '../../src/mapping/response/vocabulary.js';
-import type { CerContext } from '../../src/mapping/types.js';
+import { benefitsContext } from '../support/cer-context.js';
 import { expectValidFhir } from '../support/fhir.js';
 import { mappingFixture } from '../support/fixture-upstream.js';
 
 const SERVICE = 'http://fhir-eligibility-adapter.org/fhir/CodeSystem/service-category';
 
-const ctx: CerContext = {
-  checkId: 'c35',
-  patient: { reference: 'Patient/p' },
-  insurer: { display: 'NAS' },
-  request: {
-    resourceType: 'CoverageEligibilityRequest',
-    status: 'active',
-    purpose: ['benefits'],
-    patient: { reference: 'Patient/p' },
-    created: '2026-11-22',
-    insurer: { display: 'NAS' },
-  },
-  isSearchAll: false,
-  baseUrl: 'https://adapter.example.org',
-  now: '2026-11-22T10:00:00.000Z',
-};
+const ctx = benefitsContext('c35', 'NAS');
 
 type Plan = 'found-eligible-deductible' | 'found-eligible-maternity';
 const cers = new Map<Plan, CoverageEligibilityResponse>();

@@ -29,33 +29,10 @@ import {
   stillCheckingCer,
 } from '../../src/mapping/response/index.js';
 import { estimateClaimResponse, estimateItems } from '../../src/mapping/response/estimate.js';
-import type { CerContext } from '../../src/mapping/types.js';
 import { envelopeSchema, type Envelope } from '../../src/upstream/contract.js';
+import { cerContext } from '../support/cer-context.js';
 
-const CHECK_ID = '0b6f7a52-3c1d-4e8f-9a2b-5c6d7e8f9a01';
-
-function ctx(isSearchAll: boolean): CerContext {
-  return {
-    checkId: CHECK_ID,
-    patient: { reference: 'Patient/pat-1' },
-    insurer: isSearchAll
-      ? { display: 'All payers' }
-      : { identifier: { system: `${CANONICAL_BASE}/payer-code`, value: 'DAMAN' }, display: 'Daman' },
-    request: {
-      resourceType: 'CoverageEligibilityRequest',
-      id: CHECK_ID,
-      status: 'active',
-      purpose: isSearchAll ? ['discovery'] : ['benefits', 'validation'],
-      patient: { reference: 'Patient/pat-1' },
-      servicedDate: '2026-11-22',
-      created: '2026-11-22',
-      insurer: { display: 'Daman' },
-    },
-    isSearchAll,
-    baseUrl: 'https://adapter.example.org',
-    now: '2026-11-22T10:00:00.000Z',
-  };
-}
+const ctx = (isSearchAll: boolean) => cerContext(isSearchAll);
 
 /** Every envelope fixture: the hand-made mapping ones and the sandbox's upstream ones. */
 function envelopes(): { name: string; envelope: Envelope }[] {

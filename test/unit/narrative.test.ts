@@ -16,7 +16,7 @@ import {
 } from '../../src/mapping/response/index.js';
 import { narrativeOf, withNarrative } from '../../src/mapping/response/narrative.js';
 import { escapeXml } from '../../src/mapping/response/xhtml.js';
-import type { CerContext } from '../../src/mapping/types.js';
+import { cerContext } from '../support/cer-context.js';
 import type { Envelope } from '../../src/upstream/contract.js';
 import { envelopeSchema } from '../../src/upstream/contract.js';
 import { expectValidFhir } from '../support/fhir.js';
@@ -24,26 +24,13 @@ import { NARRATIVE_ELEMENTS } from '../support/narrative.js';
 
 const MAPPING_DIR = new URL('../fixtures/mapping/', import.meta.url);
 
-function ctx(isSearchAll = false): CerContext {
-  return {
-    checkId: '0b6f7a52-3c1d-4e8f-9a2b-5c6d7e8f9a01',
-    patient: { reference: 'Patient/pat-1' },
-    insurer: isSearchAll
-      ? { display: 'All payers' }
-      : { identifier: { system: `${CANONICAL_BASE}/payer-code`, value: 'DAMAN' }, display: 'Daman' },
-    request: {
-      resourceType: 'CoverageEligibilityRequest',
-      status: 'active',
-      purpose: isSearchAll ? ['discovery'] : ['benefits'],
-      patient: { reference: 'Patient/pat-1' },
-      created: '2026-11-22',
-      insurer: { display: 'Daman' },
-    },
-    isSearchAll,
-    baseUrl: 'https://adapter.example.org',
-    now: '2026-11-22T10:00:00.000Z',
-  };
-}
+/** The mapping tests' context asking benefits only (discovery for a search-all), without a date of service. */
+const ctx = (isSearchAll = false) =>
+  cerContext(isSearchAll, {
+    id: undefined,
+    purpose: isSearchAll ? ['discovery'] : ['benefits'],
+    servicedDate: undefined,
+  });
 
 const fixture = (name: string): Envelope =>
   envelopeSchema.parse(JSON.parse(readFileSync(new URL(`${name}.json`, MAPPING_DIR), 'utf8')));

@@ -37,38 +37,15 @@ import {
   stillCheckingCer,
   submitOutcome,
 } from '../../src/mapping/response/index.js';
-import type { CerContext } from '../../src/mapping/types.js';
 import type { CopayDetail, Envelope, ResultData } from '../../src/upstream/contract.js';
 import { envelopeSchema, parseLooseNumber } from '../../src/upstream/contract.js';
+import { BASE_URL, CHECK_ID, cerContext } from '../support/cer-context.js';
 import { expectValidFhir } from '../support/fhir.js';
 
-const BASE_URL = 'https://adapter.example.org';
-const CHECK_ID = '0b6f7a52-3c1d-4e8f-9a2b-5c6d7e8f9a01';
 const MAPPING_DIR = new URL('../fixtures/mapping/', import.meta.url);
 const UPSTREAM_DIR = new URL('../fixtures/upstream/', import.meta.url);
 
-function ctx(isSearchAll = false): CerContext {
-  return {
-    checkId: CHECK_ID,
-    patient: { reference: 'Patient/pat-1' },
-    insurer: isSearchAll
-      ? { display: 'All payers' }
-      : { identifier: { system: `${CANONICAL_BASE}/payer-code`, value: 'DAMAN' }, display: 'Daman' },
-    request: {
-      resourceType: 'CoverageEligibilityRequest',
-      id: CHECK_ID,
-      status: 'active',
-      purpose: isSearchAll ? ['discovery'] : ['benefits', 'validation'],
-      patient: { reference: 'Patient/pat-1' },
-      servicedDate: '2026-11-22',
-      created: '2026-11-22',
-      insurer: { display: 'Daman' },
-    },
-    isSearchAll,
-    baseUrl: BASE_URL,
-    now: '2026-11-22T10:00:00.000Z',
-  };
-}
+const ctx = (isSearchAll = false) => cerContext(isSearchAll);
 
 function readEnvelope(dir: URL, file: string): Envelope {
   return envelopeSchema.parse(JSON.parse(readFileSync(new URL(file, dir), 'utf8')));

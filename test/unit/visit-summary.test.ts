@@ -26,7 +26,7 @@ import {
 import { categoryByCode, serviceCategories } from '../../src/mapping/response/vocabulary.js';
 import { estimateClaimResponse, estimateItems } from '../../src/mapping/response/estimate.js';
 import { expectValidFhir } from '../support/fhir.js';
-import type { CerContext } from '../../src/mapping/types.js';
+import { benefitsContext } from '../support/cer-context.js';
 import { envelopeSchema } from '../../src/upstream/contract.js';
 
 const TYPE = 'http://terminology.hl7.org/CodeSystem/benefit-type';
@@ -210,22 +210,7 @@ describe('the categories asked', () => {
   });
 });
 
-const ctx: CerContext = {
-  checkId: 'c1',
-  patient: { reference: 'Patient/p' },
-  insurer: { display: 'Daman' },
-  request: {
-    resourceType: 'CoverageEligibilityRequest',
-    status: 'active',
-    purpose: ['benefits'],
-    patient: { reference: 'Patient/p' },
-    created: '2026-11-22',
-    insurer: { display: 'Daman' },
-  },
-  isSearchAll: false,
-  baseUrl: 'https://adapter.example.org',
-  now: '2026-11-22T10:00:00.000Z',
-};
+const ctx = benefitsContext('c1', 'Daman');
 
 const cerOf = (name: string) =>
   mapEnvelope(
