@@ -128,7 +128,6 @@ async function main(): Promise<void> {
     lastSeenAt: now,
     expiresAt: now + 12 * 3_600_000,
   });
-  const dispatcher = new Agent({ connections: concurrency, pipelining: 1 });
   const sides: Sides = {
     session: { cookie: `eligibility_session=${id}` },
     apiKey: { authorization: `Bearer ${KEY_B}` },
@@ -137,12 +136,17 @@ async function main(): Promise<void> {
   try {
     for (const route of ['/app/api/settings', '/app/api/payers']) {
       const cpu = await pair((headers) => cpuBlock(server.app, route, headers), sides);
-      const http = await pair((headers) => httpBlock(dispatcher, `${server.url}${route}`, headers), sides);
+      // A pool of its own per route: the server closes a connection left idle through the CPU
+      // blocks (its keep-alive timeout), and undici would send the next call on it (ECONNRESET).
+      const dispatcher = new Agent({ connections: concurrency, pipelining: 1 });
+      const http = await pair(
+        (headers) => httpBlock(dispatcher, `${server.url}${route}`, headers),
+        sides,
+      ).finally(() => dispatcher.close());
       results[route] = { cpuUsPerCall: cpu, httpMsPerCall: http };
       process.stderr.write(`${route}: ${JSON.stringify(results[route])}\n`);
     }
   } finally {
-    await dispatcher.close();
     await server.stop();
     await sandbox.close();
   }
