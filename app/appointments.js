@@ -12,10 +12,20 @@ const cell = (label, text) => el('td', { text, 'data-label': label });
 /** A name or payer that may be Arabic, isolated (and cleaned of bidi controls) inside this page. */
 const isolated = (label, text) => el('td', { 'data-label': label }, bdi(text));
 
-/** Loads the day's appointments; `open(path)` shows an answer. Returns the HTTP status. */
+/** Counts the loads begun: only the latest one's answer is shown. */
+let loads = 0;
+
+/**
+ * Loads the day's appointments; `open(path)` shows an answer. Returns the HTTP status. Loads may
+ * overlap (a date input can fire `change` twice for one pick, or the person picks again before an
+ * answer came): an answer that arrives after a newer load began is dropped, so the list never
+ * shows a day other than the one chosen last, and never redraws rows under the person's eyes.
+ */
 export async function loadAppointments(open) {
+  const load = (loads += 1);
   const day = $('appointments-day').value;
   const found = await call(`/app/api/appointments${day ? `?day=${encodeURIComponent(day)}` : ''}`);
+  if (load !== loads) return found.status;
   const body = $('appointments-rows');
   if (found.status !== 200) {
     $('appointments-note').textContent = outcomeText(found.json, found.status);

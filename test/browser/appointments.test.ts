@@ -150,6 +150,35 @@ describe('the Appointments section', () => {
     expect(overflow).toBeLessThanOrEqual(0);
   });
 
+  it('shows the day chosen last when an earlier day answers after it (a date input fires change twice)', async () => {
+    const { page } = await open({ width: 360, height: 780 });
+    await signIn(page, harness.url, TENANT_A_KEY);
+    const section = page.getByRole('region', { name: 'Appointments' });
+    await expect.poll(() => section.locator('#appointments-note').innerText()).not.toBe('');
+    // The answer for today is held back until the answer for tomorrow has been drawn.
+    let releaseToday: () => void = () => undefined;
+    const todayHeld = new Promise<void>((resolve) => (releaseToday = resolve));
+    await page.route(/\/app\/api\/appointments\?day=/, async (route) => {
+      if (!route.request().url().endsWith(`day=${tomorrow}`)) await todayHeld;
+      await route.continue();
+    });
+    const day = section.getByLabel('Day');
+    await day.fill(localDay(Date.now(), 'Asia/Dubai'));
+    await day.fill(tomorrow);
+    const rows = section.locator('tbody tr');
+    await expect.poll(() => rows.count()).toBe(3);
+    const drawn = await rows.first().elementHandle();
+    const lateAnswer = page.waitForResponse((res) => !res.url().endsWith(`day=${tomorrow}`));
+    releaseToday();
+    await (await lateAnswer).finished();
+    // The page has had its turns to read the late answer (a few tasks after the response).
+    await page.evaluate(() => new Promise((resolve) => setTimeout(resolve, 100)));
+    // The late answer for today changed nothing: the same rows, not redrawn.
+    expect(await rows.count()).toBe(3);
+    expect(await drawn?.evaluate((row) => row.isConnected)).toBe(true);
+    expect(await section.locator('#appointments-note').innerText()).toBe('');
+  });
+
   it('is usable by keyboard: the day, then each Open button', async () => {
     const { page } = await open();
     await signIn(page, harness.url, TENANT_A_KEY);
