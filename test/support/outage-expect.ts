@@ -9,11 +9,19 @@ import type { Drill, OutageReport } from './outage-drill.js';
 import { answerProblems, drillEmiratesId } from './outage-drill.js';
 
 /**
- * Warn and error lines one outage may cause beyond one per create-task answer held (a line per
- * check, bounded by the create-task calls out): a line per loop when the store goes and one when
- * it is back. A round every 100 ms would give 50-100.
+ * A loop's two lines of an outage (FailureStreak): once when the store goes, once when it is back.
+ * Each loop (scheduler, check step, delivery, pre-visit, evidence, audit, ...) may say each once;
+ * a loop that said it every round (every 100 ms: 50-100 lines) is what the drill catches. Their
+ * total grows with the number of loops, so it is not bounded as a sum: a loop added later (and
+ * under load every loop meets the outage) is no regression.
  */
-export const MAX_LOG_LINES_PER_OUTAGE = 10;
+const LOOP_LINE = /^warn: .+ (failed: the store is unavailable; backing off until it is back|works again)$/;
+
+/**
+ * Other warn and error lines one outage may cause beyond one per create-task answer held (a line
+ * per check, bounded by the create-task calls out).
+ */
+export const MAX_OTHER_LOG_LINES_PER_OUTAGE = 4;
 
 /** Asserts the contract of the answers given while the store was away (expect.soft: all are listed). */
 export function expectOutageKept(
@@ -35,12 +43,18 @@ export function expectOutageKept(
     .soft([...kinds].sort(), `${report.name}: what was asked`)
     .toEqual(expect.arrayContaining(['health', 'metrics', 'ready']));
   expect.soft(report.readyAfterUpMs, `${report.name}: /ready 200 once the store is back`).not.toBeNull();
+  const lines = Object.entries(report.logLines.byMessage);
+  const loopLines = lines.filter(([message]) => LOOP_LINE.test(message));
   expect
     .soft(
-      report.logLines.error + report.logLines.warn,
-      `${report.name}: ${JSON.stringify(report.logLines.byMessage)}`,
+      loopLines.filter(([, count]) => count > 1),
+      `${report.name}: a loop says once that the store went and once that it is back`,
     )
-    .toBeLessThanOrEqual(MAX_LOG_LINES_PER_OUTAGE + (options.createTasksOut ?? 0));
+    .toEqual([]);
+  const others = lines.filter(([message]) => !LOOP_LINE.test(message)).reduce((sum, [, n]) => sum + n, 0);
+  expect
+    .soft(others, `${report.name}: ${JSON.stringify(report.logLines.byMessage)}`)
+    .toBeLessThanOrEqual(MAX_OTHER_LOG_LINES_PER_OUTAGE + (options.createTasksOut ?? 0));
   const downSeconds = (report.upAt - report.downAt) / 1000;
   expect
     .soft(report.metrics.maxSecondsSinceWritable, `${report.name}: store_seconds_since_writable`)
