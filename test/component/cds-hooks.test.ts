@@ -129,7 +129,9 @@ describe('discovery', () => {
 
 describe('appointment-book', () => {
   it('stores each appointment as a request, starts its check and answers at once with one card each', async () => {
-    const start = '2026-12-03T05:30:00Z';
+    // Three days from now (never a fixed date: it would pass into the past), 09:30 in Dubai.
+    const day = new Date(Date.now() + 3 * 86_400_000).toISOString().slice(0, 10);
+    const start = `${day}T05:30:00Z`;
     const body = hookRequest('appointment-book', {
       appointments: [appointment('a1', start), appointment('a2')],
       patient: { emiratesId: '784-1990-0000001-0' },
@@ -141,8 +143,7 @@ describe('appointment-book', () => {
     const cards = cardsOf(res.body);
     expect(cards).toHaveLength(2);
     expect(cards[0]).toMatchObject({
-      summary:
-        'Eligibility check started for the appointment of 2026-12-03 09:30; re-checked 2 hours before it',
+      summary: `Eligibility check started for the appointment of ${day} 09:30; re-checked 2 hours before it`,
       indicator: 'info',
       source: { label: expect.any(String) },
     });
@@ -256,8 +257,32 @@ describe('patient-view', () => {
     const cards = cardsOf((await call(VIEW, body)).body);
     expect(cards).toHaveLength(1);
     expect(cards[0]).toMatchObject({ indicator: 'warning' });
+    // The summary (what the desk sees without a click) names the reason; the detail says what to do.
+    expect(cards[0]!.summary).toBe('Eligibility not checked: the Emirates ID looks mistyped (check digit)');
     expect(cards[0]!.detail).toMatch(/Re-type it from the patient's Emirates ID card/);
     expect(JSON.stringify(cards)).not.toContain('4521010');
+    expect(await storedChecks()).toBe(before);
+    expect(h.sandbox.control.stats().tasksCreated).toBe(creates);
+  });
+
+  it('answers a placeholder Emirates ID with a card whose summary says so, at booking too, and starts nothing', async () => {
+    const before = await storedChecks();
+    const creates = h.sandbox.control.stats().tasksCreated;
+    for (const [url, hook] of [
+      [VIEW, 'patient-view'],
+      [BOOK, 'appointment-book'],
+    ] as const) {
+      const body = hookRequest(hook, { patient: { emiratesId: '999-9999-9999999-9' } });
+      const cards = cardsOf((await call(url, body)).body);
+      expect(cards.length, hook).toBeGreaterThan(0);
+      for (const card of cards) {
+        expect(card.summary).toBe(
+          'Eligibility not checked: the Emirates ID is a placeholder (check with the insurance card number)',
+        );
+        expect(card.summary.length).toBeLessThanOrEqual(140);
+        expect(card.detail).toMatch(/Check with the insurance card number instead/);
+      }
+    }
     expect(await storedChecks()).toBe(before);
     expect(h.sandbox.control.stats().tasksCreated).toBe(creates);
   });
