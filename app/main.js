@@ -343,9 +343,14 @@ async function follow(path, etag) {
 }
 
 async function keepShowingKept(cer, onOpen, tries) {
+  if (shownId !== cer.id) return;
   const pending = await showKept(cer, { onOpen, keptDays });
-  if (pending && tries > 1 && shownId === cer.id)
-    setTimeout(() => void keepShowingKept(cer, onOpen, tries - 1), 1500);
+  if (!pending || tries <= 1) return;
+  setTimeout(async () => {
+    // The answer again: a document whose download failed is said not kept yet in it (docs/evidence.md).
+    const fresh = await call(`/fhir/CoverageEligibilityResponse/${encodeURIComponent(cer.id)}`);
+    void keepShowingKept(fresh.status === 200 ? fresh.json : cer, onOpen, tries - 1);
+  }, 1500);
 }
 
 /** The category $estimate is asked about for the shown check: its visit type's, else Consultation. */

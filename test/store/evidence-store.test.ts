@@ -79,8 +79,8 @@ function suite(backend: Backend): void {
       [],
     );
     // A retry is due later; a lease run out is claimed again.
-    expect(await store.evidence.retry(first[0]!.id, 'a:1', T0 + 5_000)).toBe(true);
-    expect(await store.evidence.retry(first[0]!.id, 'a:1', T0 + 5_000)).toBe(false);
+    expect(await store.evidence.retry(first[0]!.id, 'a:1', T0 + 5_000, T0)).toBe(true);
+    expect(await store.evidence.retry(first[0]!.id, 'a:1', T0 + 5_000, T0)).toBe(false);
     const again = await store.evidence.claimDue({
       owner: 'b:2',
       now: T0 + LEASE + 1,
