@@ -347,9 +347,11 @@ async function keepShowingKept(cer, onOpen, tries) {
   const pending = await showKept(cer, { onOpen, keptDays });
   if (!pending || tries <= 1) return;
   setTimeout(async () => {
-    // The answer again: a document whose download failed is said not kept yet in it (docs/evidence.md).
-    const fresh = await call(`/fhir/CoverageEligibilityResponse/${encodeURIComponent(cer.id)}`);
-    void keepShowingKept(fresh.status === 200 ? fresh.json : cer, onOpen, tries - 1);
+    // Still not kept a few seconds on: the answer again, which says a document whose download
+    // failed is not kept yet, and when it is tried again (docs/evidence.md).
+    const fresh =
+      tries <= 3 ? await call(`/fhir/CoverageEligibilityResponse/${encodeURIComponent(cer.id)}`) : null;
+    void keepShowingKept(fresh?.status === 200 ? fresh.json : cer, onOpen, tries - 1);
   }, 1500);
 }
 
