@@ -58,7 +58,10 @@ function changingDocument(
 }
 
 /** The contained DocumentReference behind Binary `binaryId`, if the CER links it. */
-export function documentOf(cer: CoverageEligibilityResponse, binaryId: string): DocumentReference | undefined {
+export function documentOf(
+  cer: CoverageEligibilityResponse,
+  binaryId: string,
+): DocumentReference | undefined {
   const suffix = `/fhir/Binary/${binaryId}`;
   return (cer.contained ?? []).find(
     (r): r is DocumentReference =>
