@@ -492,5 +492,11 @@ describe('a document whose every link is refused (the portal letter, expired at 
     // The other documents stayed kept throughout.
     const rows = await h.server.store.evidence.ofCheck('clinic-a', String(cer.id));
     expect(rows.filter((r) => r.id !== letter).every((r) => r.state === 'kept')).toBe(true);
+    // Each try and the giving up are logged by check and document, never the patient or a link.
+    const logs = h.logs.join('\n');
+    expect(logs).toContain('document not downloaded; will try again');
+    expect(logs).toContain('document not kept');
+    expect(logs).not.toContain(ELIGIBLE);
+    expect(logs).not.toContain('sig=');
   });
 });
