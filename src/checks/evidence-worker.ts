@@ -222,7 +222,10 @@ export class EvidenceWorker {
       // From the first failed try on, the CER says the document is not kept yet, and when it is
       // tried again (a new version at each try: the time moves on).
       const yet = { why: got.reason, nextTryAt: now + backoff };
-      const note = state.note ? this.noted(state.check, state.note, row.id, yet) : undefined;
+      const note =
+        state.note && documentOf(state.note.cer, row.id)
+          ? this.noted(state.check, state.note, row.id, yet)
+          : undefined;
       if (await store.evidence.retry(row.id, owner, now + backoff, now, note)) {
         if (note) state.note = { version: note.version + 1, cer: note.cer };
         logger.warn('document not downloaded; will try again', { ...log, reason: got.reason, inMs: backoff });
