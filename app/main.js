@@ -343,9 +343,16 @@ async function follow(path, etag) {
 }
 
 async function keepShowingKept(cer, onOpen, tries) {
+  if (shownId !== cer.id) return;
   const pending = await showKept(cer, { onOpen, keptDays });
-  if (pending && tries > 1 && shownId === cer.id)
-    setTimeout(() => void keepShowingKept(cer, onOpen, tries - 1), 1500);
+  if (!pending || tries <= 1) return;
+  setTimeout(async () => {
+    // Still not kept a few seconds on: the answer again, which says a document whose download
+    // failed is not kept yet, and when it is tried again (docs/evidence.md).
+    const fresh =
+      tries <= 3 ? await call(`/fhir/CoverageEligibilityResponse/${encodeURIComponent(cer.id)}`) : null;
+    void keepShowingKept(fresh?.status === 200 ? fresh.json : cer, onOpen, tries - 1);
+  }, 1500);
 }
 
 /** The category $estimate is asked about for the shown check: its visit type's, else Consultation. */

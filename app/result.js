@@ -238,11 +238,16 @@ function messages(cer) {
   return items.length ? [el('h3', { text: 'From the payer portal' }), el('ul', {}, ...items)] : [];
 }
 
+/** `2026-12-07 01:50 UTC` in a server's sentence as the clinic reads times (clock.js). */
+const clinicTimes = (text) =>
+  text.replace(/(\d{4}-\d{2}-\d{2}) (\d{2}:\d{2}) UTC/g, (_all, day, time) => when(`${day}T${time}:00Z`));
+
 /**
  * The documents to open: the portal screenshot always (the proof of what the portal said), the
  * letters and forms only for a found member (a member-not-found answer has none to give). Beside a
  * kept one, until when it is kept (`kept`: Binary id -> ISO date, docs/evidence.md); a document
- * that could not be kept says why, with nothing to open.
+ * not kept yet says so with its next try, one that could not be kept says why, each with nothing
+ * to open.
  */
 function documents(cer, onOpen, kept) {
   const found = (cer.insurance ?? []).length > 0;
@@ -254,6 +259,10 @@ function documents(cer, onOpen, kept) {
     const doc = contained(cer, ext.valueReference?.reference);
     const attachment = doc?.content?.[0]?.attachment;
     const title = attachment?.title ?? doc?.description ?? 'Document';
+    // Not kept yet: a download failed and is tried again; nothing to open, the next try in clinic time.
+    if (doc?.description?.startsWith('Not kept yet:')) {
+      return [el('li', { class: 'not-kept' }, bdi(title), `: ${clinicTimes(doc.description)}`)];
+    }
     if (!attachment?.url) {
       return doc?.description
         ? [

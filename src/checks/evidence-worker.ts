@@ -9,7 +9,9 @@
  * - A failed download is retried with back-off while the link can still be renewed; once the
  *   upstream no longer has the task, or after the last try, the document is not kept.
  * - At most EVIDENCE_MAX_BYTES each, enforced while the body streams (upstream/documents.ts).
- * - A document not kept is said so in the CER's narrative (a new version, mapping/response/evidence.ts).
+ * - A document not kept is said so in the CER's narrative (a new version, mapping/response/evidence.ts):
+ *   from its first failed try, "not kept yet" with the next try (a version per try); once given up,
+ *   "not kept" with why; kept after all, back as it was. Never shown as kept before it is.
  * - A store outage: the write throws, the lease runs out, a later round downloads it again.
  */
 import { createHash } from 'node:crypto';
@@ -17,7 +19,14 @@ import type { Tenant } from '../config.js';
 import type { Logger } from '../log.js';
 import { askedOf } from '../mapping/response/base.js';
 import { parseBinaryId, resolveBinary } from '../mapping/response/binary.js';
-import { markNotKept } from '../mapping/response/evidence.js';
+import {
+  documentOf,
+  isNotKeptYet,
+  markKept,
+  markNotKept,
+  markNotKeptYet,
+  type NotKeptYetWhy,
+} from '../mapping/response/evidence.js';
 import { withNarrative } from '../mapping/response/narrative.js';
 import type { Envelope } from '../upstream/contract.js';
 import { envelopeSchema } from '../upstream/contract.js';
@@ -180,6 +189,9 @@ export class EvidenceWorker {
     const now = this.deps.now();
     const log = { checkId: row.checkId, evidenceId: row.id, tenantId: row.tenantId };
     if (got.ok) {
+      // A document said not kept yet in the CER is said kept again (a new version, same transaction).
+      const wasNoted = state.note && isNotKeptYet(documentOf(state.note.cer, row.id));
+      const note = wasNoted && state.note ? this.noted(state.check, state.note, row.id, 'kept') : undefined;
       const kept = await store.evidence.keep(
         row.id,
         owner,
@@ -190,7 +202,9 @@ export class EvidenceWorker {
           contentType: usefulType(got.contentType),
         },
         now,
+        note,
       );
+      if (kept && note) state.note = { version: note.version + 1, cer: note.cer };
       if (kept) {
         logger.info('document kept', { ...log, bytes: got.bytes.length });
         this.deps.onEvent?.({
@@ -203,14 +217,31 @@ export class EvidenceWorker {
       return;
     }
     const final = got.reason === 'too-big' || state.gone || row.attempts + 1 >= this.deps.maxAttempts;
-    if (!final) {
+    if (!final && got.reason !== 'too-big') {
       const backoff = Math.min(3_600_000, this.deps.retryMs * 2 ** row.attempts);
-      await store.evidence.retry(row.id, owner, now + backoff);
-      logger.warn('document not downloaded; will try again', { ...log, reason: got.reason, inMs: backoff });
-      this.deps.onEvent?.({ type: 'retry', tenantId: row.tenantId });
+      // From the first failed try on, the CER says the document is not kept yet, and when it is
+      // tried again (a new version at each try: the time moves on).
+      const yet = { why: got.reason, nextTryAt: now + backoff };
+      const note =
+        state.note && documentOf(state.note.cer, row.id)
+          ? this.noted(state.check, state.note, row.id, yet)
+          : undefined;
+      if (await store.evidence.retry(row.id, owner, now + backoff, now, note)) {
+        if (note) state.note = { version: note.version + 1, cer: note.cer };
+        logger.warn('document not downloaded; will try again', { ...log, reason: got.reason, inMs: backoff });
+        this.deps.onEvent?.({ type: 'retry', tenantId: row.tenantId });
+      }
       return;
     }
-    const reason: NotKeptReason = got.reason === 'too-big' ? 'too-big' : state.gone ? 'expired' : got.reason;
+    // Given up: the upstream forgot the task (its links cannot be renewed), or every try was refused.
+    const reason: NotKeptReason =
+      got.reason === 'too-big'
+        ? 'too-big'
+        : state.gone
+          ? 'expired'
+          : got.reason === 'expired'
+            ? 'refused'
+            : got.reason;
     const note = state.note ? this.noted(state.check, state.note, row.id, reason) : undefined;
     if (await store.evidence.fail(row.id, owner, reason, now, note)) {
       if (note) state.note = { version: note.version + 1, cer: note.cer };
@@ -219,9 +250,22 @@ export class EvidenceWorker {
     }
   }
 
-  /** The CER with the document marked not kept and its narrative rendered again. */
-  private noted(check: Check, note: CerNote, id: string, reason: NotKeptReason): CerNote {
-    const marked = markNotKept(note.cer, id, reason);
+  /**
+   * The CER with the document marked not kept (a reason), not kept yet (why and the next try) or
+   * kept again (`kept`), and its narrative rendered again.
+   */
+  private noted(
+    check: Check,
+    note: CerNote,
+    id: string,
+    mark: NotKeptReason | 'kept' | { why: NotKeptYetWhy; nextTryAt: number },
+  ): CerNote {
+    const marked =
+      mark === 'kept'
+        ? markKept(note.cer, id)
+        : typeof mark === 'string'
+          ? markNotKept(note.cer, id, mark)
+          : markNotKeptYet(note.cer, id, mark.why, mark.nextTryAt);
     return { version: note.version, cer: withNarrative(marked, askedOf(check.request)) };
   }
 }

@@ -2,7 +2,7 @@
  * OpenID Connect sign-in of the page (docs/signin.md): `GET /app/login?tenant=` sends the browser
  * to the tenant's provider (authorization code, PKCE S256, state, nonce), `GET /app/callback`
  * exchanges the code and checks the ID token (signature by the provider's jwks_uri, iss, aud,
- * exp, nonce), then makes a session; `POST /app/logout` ends it and sends the browser to the
+ * exp, nonce: operations/auth/id-token.ts, shared with the SMART launch), then makes a session; `POST /app/logout` ends it and sends the browser to the
  * provider's end_session_endpoint when there is one. The protocol is openid-client's (a certified
  * relying party); this module only keeps the state on the server and decides what to answer.
  * https://openid.net/specs/openid-connect-core-1_0.html#CodeFlowAuth
@@ -16,6 +16,7 @@ import type { AuditTrail } from '../checks/audit.js';
 import type { AuditRecord } from '../fhir/audit-event.js';
 import type { Logger } from '../log.js';
 import { isStoreUnavailable, STORE_RETRY_AFTER_SECONDS } from '../checks/store/outage.js';
+import { exchangeForIdToken, IdTokenRefused } from '../operations/auth/id-token.js';
 import type { SessionPerson, Sessions } from './sessions.js';
 import { cookieOf, SESSION_COOKIE } from './sessions.js';
 
@@ -72,9 +73,6 @@ export class Providers {
       await clientAuth(settings),
       isPlainHttp(settings.issuer) ? { execute: [oidc.allowInsecureRequests] } : {},
     );
-    // The ID token's signature is checked against the provider's jwks_uri too, not only its
-    // claims (openid-client leaves it to TLS by default for a token from the token endpoint).
-    oidc.enableNonRepudiationChecks(config);
     return config;
   }
 }
@@ -242,22 +240,20 @@ export function oidcRoutes(deps: OidcDeps): (router: Router) => void {
     let claims: Record<string, unknown>;
     try {
       const query = req.originalUrl.slice(req.originalUrl.indexOf('?'));
-      const tokens = await oidc.authorizationCodeGrant(config, new URL(`${redirectUri}${query}`), {
+      // The ID token's signature (jwks_uri), iss, aud, exp and nonce: the one check the SMART
+      // launch uses too (operations/auth/id-token.ts).
+      ({ claims } = await exchangeForIdToken(config, new URL(`${redirectUri}${query}`), {
         pkceCodeVerifier: String(pending.data.verifier),
         expectedNonce: String(pending.data.nonce),
         expectedState: state,
-        idTokenExpected: true,
-      });
-      const idClaims = tokens.claims();
-      if (!idClaims) throw new Error('no ID token');
-      claims = idClaims;
+      }));
     } catch (error) {
+      if (!(error instanceof IdTokenRefused)) throw error;
       // Only the kind of failure: an error's message may quote what the provider sent.
-      const code = (error as { code?: unknown }).code;
       refuse(
         401,
         "The answer of the clinic's sign-in service could not be verified, so you are not signed in.",
-        `ID token or code exchange refused${typeof code === 'string' ? ` (${code})` : ''}`,
+        `ID token or code exchange refused${error.code ? ` (${error.code})` : ''}`,
       );
       return;
     }

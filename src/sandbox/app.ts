@@ -26,6 +26,8 @@ export interface SandboxDeps {
   apiKeys: ReadonlySet<string>;
   timeScale: number;
   linkTtlMs: () => number;
+  /** File keys ending so have every link refused (403 `Link expired`), however fresh (SandboxControl.refuseLinks). */
+  refusedKeys?: () => readonly string[];
   now: () => number;
 }
 
@@ -138,7 +140,10 @@ export function createSandboxApp(deps: SandboxDeps): express.Express {
   const app = express();
   app.disable('x-powered-by');
   app.get('/sandbox-files/:key', (req, res) => {
-    const verdict = deps.links.verify(req.params.key, req.query.sig, req.query.expires, deps.now());
+    const refused = deps.refusedKeys?.().some((end) => req.params.key.endsWith(end)) ?? false;
+    const verdict = refused
+      ? 'expired'
+      : deps.links.verify(req.params.key, req.query.sig, req.query.expires, deps.now());
     if (verdict !== 'ok') {
       res.status(403).json({ detail: verdict === 'expired' ? 'Link expired' : 'Invalid signature' });
       return;

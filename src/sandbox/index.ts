@@ -53,6 +53,12 @@ export interface SandboxControl {
   cancel(taskId: string): boolean;
   /** Changes the lifetime of links signed from now on. */
   setLinkTtlMs(ms: number): void;
+  /**
+   * Refuses every link to a file whose key ends with one of these (`_eligibility-letter.pdf`: the
+   * letter of every task) with 403 `Link expired`, as a portal whose letter links are expired at
+   * issue, however often they are signed again; an empty list refuses none.
+   */
+  refuseLinks(keyEndings: readonly string[]): void;
   /** Forgets one task (get-result answers 404 from now on). False when unknown. */
   forget(taskId: string): boolean;
   /** Forgets all tasks, counters and create counts; faults go back to the start options. */
@@ -76,12 +82,14 @@ export async function startSandbox(options: SandboxOptions = {}): Promise<Runnin
     options.durationSeed,
   );
   let linkTtlMs = options.linkTtlMs ?? Math.max(1000, 300_000 * timeScale);
+  let refusedKeys: readonly string[] = [];
   const app = createSandboxApp({
     book,
     links: new LinkSigner(randomBytes(32).toString('hex')),
     apiKeys: new Set(options.apiKeys ?? DEFAULT_SANDBOX_API_KEYS),
     timeScale,
     linkTtlMs: () => linkTtlMs,
+    refusedKeys: () => refusedKeys,
     screenshotBytes: () => options.screenshotBytes ?? 0,
     now: Date.now,
   });
@@ -109,6 +117,9 @@ export async function startSandbox(options: SandboxOptions = {}): Promise<Runnin
     cancel: (taskId) => book.cancel(taskId, Date.now()),
     setLinkTtlMs: (ms) => {
       linkTtlMs = ms;
+    },
+    refuseLinks: (keyEndings) => {
+      refusedKeys = [...keyEndings];
     },
     forget: (taskId) => book.forget(taskId),
     reset: () => book.reset(),

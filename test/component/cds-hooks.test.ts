@@ -257,8 +257,32 @@ describe('patient-view', () => {
     const cards = cardsOf((await call(VIEW, body)).body);
     expect(cards).toHaveLength(1);
     expect(cards[0]).toMatchObject({ indicator: 'warning' });
+    // The summary (what the desk sees without a click) names the reason; the detail says what to do.
+    expect(cards[0]!.summary).toBe('Eligibility not checked: the Emirates ID looks mistyped (check digit)');
     expect(cards[0]!.detail).toMatch(/Re-type it from the patient's Emirates ID card/);
     expect(JSON.stringify(cards)).not.toContain('4521010');
+    expect(await storedChecks()).toBe(before);
+    expect(h.sandbox.control.stats().tasksCreated).toBe(creates);
+  });
+
+  it('answers a placeholder Emirates ID with a card whose summary says so, at booking too, and starts nothing', async () => {
+    const before = await storedChecks();
+    const creates = h.sandbox.control.stats().tasksCreated;
+    for (const [url, hook] of [
+      [VIEW, 'patient-view'],
+      [BOOK, 'appointment-book'],
+    ] as const) {
+      const body = hookRequest(hook, { patient: { emiratesId: '999-9999-9999999-9' } });
+      const cards = cardsOf((await call(url, body)).body);
+      expect(cards.length, hook).toBeGreaterThan(0);
+      for (const card of cards) {
+        expect(card.summary).toBe(
+          'Eligibility not checked: the Emirates ID is a placeholder (check with the insurance card number)',
+        );
+        expect(card.summary.length).toBeLessThanOrEqual(140);
+        expect(card.detail).toMatch(/Check with the insurance card number instead/);
+      }
+    }
     expect(await storedChecks()).toBe(before);
     expect(h.sandbox.control.stats().tasksCreated).toBe(creates);
   });

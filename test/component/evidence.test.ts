@@ -384,3 +384,119 @@ describe('the store fails while a document is written (a full disk)', () => {
     }
   });
 });
+
+describe('a document whose every link is refused (the portal letter, expired at issue)', () => {
+  let h: Harness;
+  /** The service's clock runs `shift` ms ahead of the real one; the test moves it to each next try. */
+  let shift = 0;
+  const LETTER = '_eligibility-letter.pdf';
+  const RETRY_MS = 30 * 60_000;
+  beforeAll(async () => {
+    // The first back-off as a deployment would have it (half an hour): each next try is reached
+    // by moving the service's clock, never by waiting.
+    h = await startHarness({ evidenceRetryMs: RETRY_MS, overrides: { now: () => Date.now() + shift } });
+    h.sandbox.control.refuseLinks([LETTER]);
+  });
+  afterAll(async () => {
+    h.sandbox.control.refuseLinks([]);
+    await h.stop();
+  });
+
+  const utc = (ms: number) => `${new Date(ms).toISOString().slice(0, 16).replace('T', ' ')} UTC`;
+  const readCer = async (id: string) => {
+    const res = await request(h.url).get(`/fhir/CoverageEligibilityResponse/${id}`).set(h.auth);
+    expect(res.status).toBe(200);
+    expectValidFhir(res.body);
+    return res.body as CoverageEligibilityResponse;
+  };
+
+  it('says "not kept yet" with the next try from the first failed try, keeps the others, then "not kept" with why', async () => {
+    const before = Date.now();
+    const cer = await submit(h);
+    const ids = binaryIds(cer);
+    const check = await h.server.store.get('clinic-a', String(cer.id));
+    const letter = ids.find((id) => {
+      const envelope = envelopeSchema.parse(check?.envelope);
+      return resolveBinary(envelope, parseBinaryId(id)!)?.url.includes(LETTER);
+    });
+    expect(letter).toBeDefined();
+    const rowOf = async () =>
+      (await h.server.store.evidence.ofCheck('clinic-a', String(cer.id))).find((r) => r.id === letter)!;
+    // The first try failed (its link refused, a fresh one refused too); the others are kept meanwhile.
+    const first = await until(
+      async () => {
+        const rows = await h.server.store.evidence.ofCheck('clinic-a', String(cer.id));
+        const others = rows.filter((r) => r.id !== letter);
+        const row = rows.find((r) => r.id === letter);
+        return row?.attempts === 1 &&
+          others.length === ids.length - 1 &&
+          others.every((r) => r.state === 'kept')
+          ? row
+          : undefined;
+      },
+      15_000,
+      'the letter tried once, the others kept',
+    );
+    expect(first.state).toBe('pending');
+    expect(first.nextRunAt).toBeGreaterThanOrEqual(before + RETRY_MS);
+    expect(first.nextRunAt).toBeLessThanOrEqual(Date.now() + RETRY_MS);
+    const waiting = await readCer(String(cer.id));
+    expect(Number(waiting.meta?.versionId)).toBeGreaterThan(Number(cer.meta?.versionId));
+    const div = String(waiting.text?.div);
+    expect(div).toContain('Documents not kept yet');
+    expect(div).toContain(
+      `Not kept yet: the payer portal refused its link; the next try is at ${utc(first.nextRunAt)}.`,
+    );
+    // Never shown as kept: no link to it in the narrative, not listed, while the others are.
+    expect(div).not.toContain(`/fhir/Binary/${letter}"`);
+    const otherLetters = ids.filter((id) => id !== letter && /\.d\d+$/.test(id));
+    expect(otherLetters.length).toBeGreaterThan(0);
+    for (const id of otherLetters) expect(div).toContain(`/fhir/Binary/${id}"`);
+    const listed = (await documents(h, `related=CoverageEligibilityResponse/${cer.id}`)).entry?.map(
+      (e) => e.resource?.id,
+    );
+    expect(listed?.sort()).toEqual(ids.filter((id) => id !== letter).sort());
+
+    // Each next try, the service's clock moved to it: refused again, until the last one gives up.
+    let row = first;
+    for (let tries = 0; row.state === 'pending' && tries < 10; tries++) {
+      const attempts = row.attempts;
+      shift = row.nextRunAt - Date.now() + 1_000;
+      await h.server.evidence.tick();
+      row = await until(
+        async () => {
+          const now = await rowOf();
+          return now.attempts > attempts ? now : undefined;
+        },
+        10_000,
+        'the next try',
+      );
+      if (row.state === 'pending') {
+        const noted = String((await readCer(String(cer.id))).text?.div);
+        expect(noted).toContain(`the next try is at ${utc(row.nextRunAt)}.`);
+      }
+    }
+    expect(row).toMatchObject({ state: 'failed', reason: 'refused', attempts: 8 });
+    // About six hours of tries at this back-off (the first half an hour, then at most an hour).
+    expect(shift).toBeGreaterThan(5 * 3_600_000);
+    const given = await readCer(String(cer.id));
+    const final = String(given.text?.div);
+    expect(final).not.toContain('Not kept yet');
+    expect(final).toContain('Documents not kept');
+    expect(final).toContain('Could not be kept: the payer portal refused its link at every try.');
+    expect(binaryIds(given).sort()).toEqual(ids.filter((id) => id !== letter).sort());
+    const res = await request(h.url).get(`/fhir/Binary/${letter}`).set(h.auth);
+    expect(res.status).toBe(404);
+    expectValidFhir(res.body);
+    expect(JSON.stringify(res.body)).toContain('refused its link at every try');
+    // The other documents stayed kept throughout.
+    const rows = await h.server.store.evidence.ofCheck('clinic-a', String(cer.id));
+    expect(rows.filter((r) => r.id !== letter).every((r) => r.state === 'kept')).toBe(true);
+    // Each try and the giving up are logged by check and document, never the patient or a link.
+    const logs = h.logs.join('\n');
+    expect(logs).toContain('document not downloaded; will try again');
+    expect(logs).toContain('document not kept');
+    expect(logs).not.toContain(ELIGIBLE);
+    expect(logs).not.toContain('sig=');
+  });
+});

@@ -230,6 +230,47 @@ describe('EHR launch (confidential client, private_key_jwt)', () => {
     expect(replay.text).toContain('already used');
   });
 
+  it.each([
+    ['with its signature spoiled', 'signature' as const],
+    ['signed by a key the EHR does not publish', 'other-key' as const],
+  ])(
+    'refuses an ID token %s: 401, no session, no read of the EHR, a refused Login event',
+    async (_what, tamper) => {
+      const readsBefore = fhirA.requests.filter((r) => !r.url.includes('.well-known')).length;
+      ehrA.idTokenTamper = tamper;
+      let flow;
+      try {
+        flow = await followLaunch(launchUrl(fhirA.fhirBase, ehrA.newLaunch()), `${base}/app/launch/callback`);
+      } finally {
+        ehrA.idTokenTamper = 'none';
+      }
+      // The EHR did answer the code (the token response came back, with a spoiled ID token).
+      expect(ehrA.tokenRequests.length).toBeGreaterThan(0);
+      expect(flow.last.url.startsWith(`${base}/app/launch/callback`)).toBe(true);
+      expect(flow.last.status).toBe(401);
+      expect(flow.last.location).toBeNull();
+      expect(flow.sessionCookie).toBeUndefined();
+      expect(flow.last.setCookies.some((c) => c.startsWith('eligibility_session='))).toBe(false);
+      expect(flow.last.body).toContain('could not be completed');
+      // Nothing was read with the EHR's access token of a refused launch.
+      expect(fhirA.requests.filter((r) => !r.url.includes('.well-known')).length).toBe(readsBefore);
+      expectNoToken(
+        ehrA,
+        flow.hops.flatMap((hop) => [hop.url, hop.location ?? '', hop.body]),
+      );
+      const refused = await until(async () => {
+        const res = await request(h.url).get('/fhir/AuditEvent?_count=100').set(h.auth);
+        const found = ((res.body as Bundle).entry ?? []).map((e) => e.resource as AuditEvent);
+        const events = found.filter((e) => e.subtype?.some((c) => c.code === '110122') && e.outcome === '4');
+        return events.length > 0 ? events : undefined;
+      });
+      for (const event of refused) {
+        expectValidFhir(event);
+        expect(event.agent.find((a) => a.requestor)?.who?.reference).toBeUndefined();
+      }
+    },
+  );
+
   it('refuses an iss that is not registered: 400, no redirect, no request to it', async () => {
     for (const iss of [
       stranger.url,

@@ -79,8 +79,8 @@ function suite(backend: Backend): void {
       [],
     );
     // A retry is due later; a lease run out is claimed again.
-    expect(await store.evidence.retry(first[0]!.id, 'a:1', T0 + 5_000)).toBe(true);
-    expect(await store.evidence.retry(first[0]!.id, 'a:1', T0 + 5_000)).toBe(false);
+    expect(await store.evidence.retry(first[0]!.id, 'a:1', T0 + 5_000, T0)).toBe(true);
+    expect(await store.evidence.retry(first[0]!.id, 'a:1', T0 + 5_000, T0)).toBe(false);
     const again = await store.evidence.claimDue({
       owner: 'b:2',
       now: T0 + LEASE + 1,
@@ -146,6 +146,45 @@ function suite(backend: Backend): void {
     expect(stored?.cer.disposition).toBe('noted');
     expect(stored?.cer.meta?.versionId).toBe(String(check.version + 1));
     expect(await store.evidence.read('tenant-a', row!.id)).toBeNull();
+  });
+
+  it('a document not kept yet, then kept: each CER note in the same transaction as its row', async () => {
+    const store = await open();
+    const { check } = await finished(store, T0, ['d0']);
+    const [row] = await store.evidence.claimDue({ owner: 'w:1', now: T0, leaseMs: LEASE, limit: 10 });
+    const yet: CoverageEligibilityResponse = { ...check.cer, disposition: 'not kept yet' };
+    // A CER that moved on meanwhile: no retry is written either, the row is decided again later.
+    await expect(
+      store.evidence.retry(row!.id, 'w:1', T0 + 60_000, T0 + 1, { version: check.version - 1, cer: yet }),
+    ).rejects.toThrow(/moved on/);
+    expect((await store.evidence.get('tenant-a', row!.id))?.attempts).toBe(0);
+    expect(
+      await store.evidence.retry(row!.id, 'w:1', T0 + 60_000, T0 + 1, { version: check.version, cer: yet }),
+    ).toBe(true);
+    expect(await store.evidence.get('tenant-a', row!.id)).toMatchObject({
+      state: 'pending',
+      attempts: 1,
+      nextRunAt: T0 + 60_000,
+    });
+    const noted = await store.get('tenant-a', check.id);
+    expect(noted).toMatchObject({ version: check.version + 1, cer: { disposition: 'not kept yet' } });
+    const [again] = await store.evidence.claimDue({
+      owner: 'w:2',
+      now: T0 + 60_000,
+      leaseMs: LEASE,
+      limit: 10,
+    });
+    const back: CoverageEligibilityResponse = { ...check.cer, disposition: 'kept after all' };
+    expect(
+      await store.evidence.keep(again!.id, 'w:2', bytesOf('letter'), T0 + 60_001, {
+        version: noted!.version,
+        cer: back,
+      }),
+    ).toBe(true);
+    const kept = await store.get('tenant-a', check.id);
+    expect(kept).toMatchObject({ version: check.version + 2, cer: { disposition: 'kept after all' } });
+    expect(kept?.cer.meta?.versionId).toBe(String(check.version + 2));
+    expect((await store.evidence.get('tenant-a', row!.id))?.state).toBe('kept');
   });
 
   it('searches kept documents by patient, answer and date, newest first, one tenant only', async () => {

@@ -12,7 +12,7 @@ import { createServer } from 'node:http';
 import type { IncomingMessage, Server, ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { Appointment, Bundle, Coverage, Patient, Practitioner } from 'fhir/r4.js';
-import { exportJWK, generateKeyPair } from 'jose';
+import { decodeJwt, decodeProtectedHeader, exportJWK, generateKeyPair, SignJWT } from 'jose';
 import Provider from 'oidc-provider';
 import type { Configuration, KoaContextWithOIDC } from 'oidc-provider';
 
@@ -77,6 +77,24 @@ export interface EhrRequest {
   status: number;
 }
 
+export type IdTokenTamper = 'none' | 'signature' | 'other-key';
+
+/** The ID token spoiled as `tamper` says (see SmartEhr.idTokenTamper). */
+async function spoiled(idToken: string, tamper: IdTokenTamper): Promise<string> {
+  if (tamper === 'none') return idToken;
+  const [head = '', payload = '', signature = ''] = idToken.split('.');
+  if (tamper === 'signature') {
+    const bytes = Buffer.from(signature, 'base64url');
+    bytes[bytes.length >> 1] = (bytes[bytes.length >> 1] ?? 0) ^ 0x01;
+    return `${head}.${payload}.${bytes.toString('base64url')}`;
+  }
+  const { privateKey } = await generateKeyPair('RS256');
+  const header = decodeProtectedHeader(idToken);
+  return new SignJWT(decodeJwt(idToken))
+    .setProtectedHeader({ alg: String(header.alg), kid: String(header.kid), typ: header.typ ?? 'JWT' })
+    .sign(privateKey);
+}
+
 export interface SmartEhrOptions {
   clientId: string;
   redirectUri: string;
@@ -96,6 +114,12 @@ export interface SmartEhr {
   tokenRequests: URLSearchParams[];
   /** Every access token and ID token the provider issued (to prove none reached the browser). */
   issued: string[];
+  /**
+   * How the token endpoint's next ID tokens are spoiled (set by a test, `none` by default):
+   * `signature`: one byte of the signature changed; `other-key`: the same claims and header (kid
+   * `ehr-1`, RS256) signed by a key the EHR's jwks_uri does not publish.
+   */
+  idTokenTamper: IdTokenTamper;
   /** A new EHR launch id for the patient (and the appointment, unless `appointment: false`). */
   newLaunch(options?: { appointment?: boolean }): string;
   close(): Promise<void>;
@@ -284,6 +308,24 @@ async function startProvider(
   };
   const server = createServer();
   const issuer = await listen(server);
+  const ehr: SmartEhr = {
+    fhirBase,
+    issuer,
+    fhirRequests,
+    authorizations,
+    tokenRequests,
+    issued,
+    newLaunch(launchOptions = {}) {
+      const id = randomUUID();
+      launches.set(id, {
+        patient: EHR_PATIENT_ID,
+        ...(launchOptions.appointment === false ? {} : { appointment: `Appointment/${EHR_APPOINTMENT_ID}` }),
+      });
+      return id;
+    },
+    close: () => Promise.resolve(),
+    idTokenTamper: 'none',
+  };
   const provider = new Provider(issuer, configuration);
 
   // The authorization request as sent (to check PKCE, aud, launch and scope), and each token
@@ -300,7 +342,10 @@ async function startProvider(
       const code = ctx.oidc.entities.AuthorizationCode;
       const context = code?.grantId ? contextOfGrant.get(code.grantId) : undefined;
       if (typeof body.access_token === 'string') issued.push(body.access_token);
-      if (typeof body.id_token === 'string') issued.push(body.id_token);
+      if (typeof body.id_token === 'string') {
+        issued.push(body.id_token);
+        body.id_token = await spoiled(body.id_token, ehr.idTokenTamper);
+      }
       if (context) {
         body.patient = context.patient;
         if (context.appointment) body.fhirContext = [{ reference: context.appointment }];
@@ -379,24 +424,6 @@ async function startProvider(
   return {
     server,
     handle,
-    ehr: {
-      fhirBase,
-      issuer,
-      fhirRequests,
-      authorizations,
-      tokenRequests,
-      issued,
-      newLaunch(launchOptions = {}) {
-        const id = randomUUID();
-        launches.set(id, {
-          patient: EHR_PATIENT_ID,
-          ...(launchOptions.appointment === false
-            ? {}
-            : { appointment: `Appointment/${EHR_APPOINTMENT_ID}` }),
-        });
-        return id;
-      },
-      close: () => Promise.resolve(),
-    },
+    ehr,
   };
 }

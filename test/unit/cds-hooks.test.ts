@@ -7,6 +7,11 @@ import { bounded, MAX_SUMMARY, scrubberOf } from '../../src/operations/cds-hooks
 import { fhirServerAllowed } from '../../src/operations/cds-hooks/fhir-server.js';
 import { appointmentsOf } from '../../src/operations/cds-hooks/request.js';
 import { leadText, startedAt, visitTime } from '../../src/operations/cds-hooks/visit-time.js';
+import {
+  EMIRATES_ID_PROBLEM_SHORT,
+  EMIRATES_ID_PROBLEM_TEXT,
+  emiratesIdProblemOfText,
+} from '../../src/mapping/request/patient.js';
 
 describe('fhirServerAllowed', () => {
   const prefixes = ['https://ehr.example.org/fhir'];
@@ -46,6 +51,24 @@ describe('card text', () => {
     for (const secret of ['0001234', '999 8877', '1979', '0000777', '1234567'])
       expect(text).not.toContain(secret);
     expect(scrub('consultation 20% up to AED 50, PA-2291')).toBe('consultation 20% up to AED 50, PA-2291');
+  });
+});
+
+describe('the typo guard on a card', () => {
+  it('names each Emirates ID problem in a summary that fits 140 characters whole', () => {
+    for (const [problem, short] of Object.entries(EMIRATES_ID_PROBLEM_SHORT)) {
+      const summary = `Eligibility not checked: ${short}`;
+      expect(summary.length, problem).toBeLessThanOrEqual(MAX_SUMMARY);
+      expect(bounded(summary)).toBe(summary);
+    }
+    expect(EMIRATES_ID_PROBLEM_SHORT['check-digit']).toBe('the Emirates ID looks mistyped (check digit)');
+    expect(EMIRATES_ID_PROBLEM_SHORT.placeholder).toMatch(/placeholder/);
+  });
+
+  it('knows the problem from the refusal text, and nothing else', () => {
+    expect(emiratesIdProblemOfText(EMIRATES_ID_PROBLEM_TEXT['check-digit'])).toBe('check-digit');
+    expect(emiratesIdProblemOfText(EMIRATES_ID_PROBLEM_TEXT.placeholder)).toBe('placeholder');
+    expect(emiratesIdProblemOfText('No Emirates ID or insurance card number was found')).toBeUndefined();
   });
 });
 

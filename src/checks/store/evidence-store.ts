@@ -16,7 +16,7 @@ export const EVIDENCE_STATES = ['pending', 'kept', 'failed'] as const;
 export type EvidenceState = (typeof EVIDENCE_STATES)[number];
 
 /** Why a document could not be kept (said so in the CER's narrative). */
-export const NOT_KEPT_REASONS = ['expired', 'too-big', 'unavailable'] as const;
+export const NOT_KEPT_REASONS = ['expired', 'refused', 'too-big', 'unavailable'] as const;
 export type NotKeptReason = (typeof NOT_KEPT_REASONS)[number];
 
 export interface Evidence extends EvidenceItem {
@@ -75,10 +75,18 @@ export interface EvidenceFilters {
 export interface EvidenceStore {
   /** Pending rows whose time has come and that no live lease holds, with a lease; oldest first. */
   claimDue(claim: EvidenceClaim): Promise<Evidence[]>;
-  /** Stores the bytes (once per SHA-256) and marks the row kept; false when the claim was lost. */
-  keep(id: string, owner: string, kept: KeptBytes, now: number): Promise<boolean>;
-  /** Tries again at `nextRunAt`; false when the claim was lost. */
-  retry(id: string, owner: string, nextRunAt: number): Promise<boolean>;
+  /**
+   * Stores the bytes (once per SHA-256) and marks the row kept; false when the claim was lost. With
+   * `note`, the check's CER as it gives it in the same transaction (a document that was said not
+   * kept yet is kept now), as `fail` does.
+   */
+  keep(id: string, owner: string, kept: KeptBytes, now: number, note?: CerNote): Promise<boolean>;
+  /**
+   * Tries again at `nextRunAt`; false when the claim was lost. With `note`, the check's CER as it
+   * gives it in the same transaction (its narrative says the document is not kept yet, and when it
+   * is tried again), as `fail` does.
+   */
+  retry(id: string, owner: string, nextRunAt: number, now: number, note?: CerNote): Promise<boolean>;
   /**
    * Marks the row failed for good and, in the same transaction, stores the check's CER as `note`
    * gives it (its narrative says the document could not be kept) as the next version of

@@ -110,6 +110,21 @@ export function* purging(updatedBefore: number, evidenceBefore: number): Work<nu
   return purged;
 }
 
+/**
+ * The check's CER as `note` gives it (the narrative says what became of a document), as the next
+ * version of `note.version`, in the transaction of the document's row. Throws when the CER moved
+ * on meanwhile: the transaction is rolled back, the row stays pending and is decided again.
+ */
+function* rewritingCer(json: Dialect['json'], id: string, note: CerNote, now: number): Work<void> {
+  const version = note.version + 1;
+  const rewritten = yield* one(
+    `UPDATE checks SET cer = ${json('$1')}, version = $2, updated_at = $3
+     WHERE id = (SELECT check_id FROM evidence WHERE id = $4) AND version = $5`,
+    [JSON.stringify(stampCer(note.cer, version, now)), version, now, id, note.version],
+  );
+  if (rewritten.changed !== 1) throw new Error('the CER moved on while a document was noted in it');
+}
+
 export class SqlEvidenceStore implements EvidenceStore {
   private readonly dialect: Dialect;
 
@@ -132,7 +147,8 @@ export class SqlEvidenceStore implements EvidenceStore {
     return rows.map(rowToEvidence).sort((a, b) => a.nextRunAt - b.nextRunAt || a.id.localeCompare(b.id));
   }
 
-  keep(id: string, owner: string, kept: KeptBytes, now: number): Promise<boolean> {
+  keep(id: string, owner: string, kept: KeptBytes, now: number, note?: CerNote): Promise<boolean> {
+    const { json } = this.dialect;
     const work = function* (): Work<boolean> {
       yield* one(
         `INSERT INTO evidence_blobs (sha256, bytes, size, created_at) VALUES ($1, $2, $3, $4)
@@ -146,22 +162,25 @@ export class SqlEvidenceStore implements EvidenceStore {
          WHERE id = $1 AND lease_owner = $2 AND state = 'pending'`,
         [id, owner, kept.sha256, kept.sha1, kept.bytes.length, kept.contentType, now],
       );
+      if (result.changed === 1 && note) yield* rewritingCer(json, id, note, now);
       return result.changed === 1;
     };
     // PostgreSQL runs a write statement by statement: the blob and its row commit together.
     return this.driver.run(this.dialect.types.kind === 'postgres' ? 'transaction' : 'write', work());
   }
 
-  async retry(id: string, owner: string, nextRunAt: number): Promise<boolean> {
-    const result = await this.driver.run(
-      'write',
-      one(
+  retry(id: string, owner: string, nextRunAt: number, now: number, note?: CerNote): Promise<boolean> {
+    const { json } = this.dialect;
+    const work = function* (): Work<boolean> {
+      const result = yield* one(
         `UPDATE evidence SET next_run_at = $3, attempts = attempts + 1, lease_owner = NULL, lease_until = NULL
          WHERE id = $1 AND lease_owner = $2 AND state = 'pending'`,
         [id, owner, nextRunAt],
-      ),
-    );
-    return result.changed === 1;
+      );
+      if (result.changed === 1 && note) yield* rewritingCer(json, id, note, now);
+      return result.changed === 1;
+    };
+    return this.driver.run(this.dialect.types.kind === 'postgres' ? 'transaction' : 'write', work());
   }
 
   fail(id: string, owner: string, reason: NotKeptReason, now: number, note?: CerNote): Promise<boolean> {
@@ -173,16 +192,8 @@ export class SqlEvidenceStore implements EvidenceStore {
          WHERE id = $1 AND lease_owner = $2 AND state = 'pending'`,
         [id, owner, reason, now],
       );
-      if (failed.changed !== 1 || !note) return failed.changed === 1;
-      const version = note.version + 1;
-      const rewritten = yield* one(
-        `UPDATE checks SET cer = ${json('$1')}, version = $2, updated_at = $3
-         WHERE id = (SELECT check_id FROM evidence WHERE id = $4) AND version = $5`,
-        [JSON.stringify(stampCer(note.cer, version, now)), version, now, id, note.version],
-      );
-      // Thrown: the transaction is rolled back, the row stays pending and is decided again.
-      if (rewritten.changed !== 1) throw new Error('the CER moved on while a document was marked not kept');
-      return true;
+      if (failed.changed === 1 && note) yield* rewritingCer(json, id, note, now);
+      return failed.changed === 1;
     };
     return this.driver.run(this.dialect.types.kind === 'postgres' ? 'transaction' : 'write', work());
   }

@@ -84,6 +84,22 @@ export const EMIRATES_ID_PROBLEM_TEXT: Readonly<Record<EmiratesIdProblem, string
     'The Emirates ID is a placeholder for a person without one (000-, 111-, 222- or 999-...): no payer portal can find a member by it. Check with the insurance card number instead; no portal session was started.',
 };
 
+/**
+ * Each problem in a few words, for a line a person sees at a glance (a CDS card's summary, at most
+ * 140 characters with its lead-in); the value itself is never repeated.
+ */
+export const EMIRATES_ID_PROBLEM_SHORT: Readonly<Record<EmiratesIdProblem, string>> = {
+  'check-digit': 'the Emirates ID looks mistyped (check digit)',
+  placeholder: 'the Emirates ID is a placeholder (check with the insurance card number)',
+};
+
+/** The typo guard's problem a refusal's text names (one of EMIRATES_ID_PROBLEM_TEXT), if any. */
+export function emiratesIdProblemOfText(text: string): EmiratesIdProblem | undefined {
+  return (Object.keys(EMIRATES_ID_PROBLEM_TEXT) as EmiratesIdProblem[]).find(
+    (problem) => EMIRATES_ID_PROBLEM_TEXT[problem] === text,
+  );
+}
+
 /** The same problem, when a tenant lets the check go ahead ("emiratesIdCheckDigit": "warn"). */
 export const EMIRATES_ID_WARNING_TEXT =
   "The Emirates ID's last digit is not the check digit of the other 14: one digit may be mistyped. The check went ahead because this clinic accepts such identifiers; if the payer does not find the member, re-type it from the patient's Emirates ID card.";

@@ -23,6 +23,11 @@ export function messageTypeOf(entry: WarningEntry): 'warning' | 'information' {
   return entry.message_type?.trim().toLowerCase() === 'information' ? 'information' : 'warning';
 }
 
+/** The description of warning `index`'s own screenshot (its contained DocumentReference). */
+export function screenshotDescription(type: 'warning' | 'information', index: number): string {
+  return `Payer portal screenshot of ${type} message ${index + 1}`;
+}
+
 /**
  * warning_messages, each verbatim (displayed as given, never parsed or matched) with its type.
  * A warning's own screenshot, when `screenshots` says where, becomes a contained DocumentReference
@@ -50,7 +55,7 @@ export function portalMessageParts(
           'Payer portal screenshot',
           contentTypeOf(w.screenshot),
         ),
-        `Payer portal screenshot of ${type} message ${i + 1}`,
+        screenshotDescription(type, i),
       );
       contained.push(doc);
       shot = { url: 'screenshot', valueReference: { reference: `#${doc.id ?? ''}` } };

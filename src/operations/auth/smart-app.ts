@@ -1,8 +1,8 @@
 /**
  * The page as a SMART app of the clinic's EHR (docs/smart-launch.md): the EHR's
  * `.well-known/smart-configuration`, the authorization request (PKCE S256, `state`, `aud`,
- * `launch`), and the code exchange with the ID token checked, through openid-client (the
- * certified relying party); a confidential client authenticates with a private_key_jwt assertion
+ * `launch`), and the code exchange with the ID token checked (id-token.ts, the sign-in's check),
+ * through openid-client (the certified relying party); a confidential client authenticates with a private_key_jwt assertion
  * signed here with jose.
  * https://hl7.org/fhir/smart-app-launch/app-launch.html
  * https://hl7.org/fhir/smart-app-launch/client-confidential-asymmetric.html
@@ -13,6 +13,8 @@ import * as oidc from 'openid-client';
 import { z } from 'zod';
 import type { SmartLaunch, Tenant } from '../../config.js';
 import { isAllowedJwksUrl } from '../../config.js';
+import { exchangeForIdToken, IdTokenRefused } from './id-token.js';
+import type { VerifiedTokens } from './id-token.js';
 
 /** What the page asks the EHR for, after `launch` (EHR launch) or `launch/patient` (standalone). */
 const SCOPES = 'openid fhirUser patient/Patient.rs patient/Coverage.rs patient/Appointment.rs';
@@ -205,8 +207,9 @@ export interface LaunchGrant {
 
 /**
  * The code exchanged at the token endpoint (with the code_verifier, and the client assertion when
- * confidential); openid-client checks the ID token's signature (jwks_uri), iss, aud, exp and iat.
- * `state` is already matched by the caller (the pending launch was found by it).
+ * confidential) and the ID token verified as the sign-in's is (id-token.ts): its signature against
+ * the EHR's jwks_uri, iss, aud, exp and iat. No nonce is sent in a launch, so a token carrying one
+ * is refused. `state` is already matched by the caller (the pending launch was found by it).
  */
 export async function exchangeCode(input: {
   smart: SmartLaunch;
@@ -216,20 +219,18 @@ export async function exchangeCode(input: {
 }): Promise<LaunchGrant> {
   const config = await smartConfiguration(input.pending.iss);
   const client = await clientOf(input.smart, config);
-  let tokens: Awaited<ReturnType<typeof oidc.authorizationCodeGrant>>;
+  let verified: VerifiedTokens;
   try {
-    tokens = await oidc.authorizationCodeGrant(client, input.callbackUrl, {
+    verified = await exchangeForIdToken(client, input.callbackUrl, {
       pkceCodeVerifier: input.pending.codeVerifier,
       expectedState: input.state,
-      idTokenExpected: true,
     });
   } catch (error) {
+    if (!(error instanceof IdTokenRefused)) throw error;
     // The library's message names what failed (never a token or code).
-    const reason = error instanceof Error ? error.message : 'unknown';
-    throw new LaunchError(401, `The EHR's sign-in could not be completed: ${reason}`);
+    throw new LaunchError(401, `The EHR's sign-in could not be completed: ${error.message}`);
   }
-  const claims = tokens.claims();
-  if (!claims) throw new LaunchError(401, 'The EHR sent no ID token.');
+  const { tokens, claims } = verified;
   const fhirUser = typeof claims.fhirUser === 'string' ? claims.fhirUser : undefined;
   const name = typeof claims.name === 'string' ? claims.name : undefined;
   const context = fhirContextSchema.parse(tokens.fhirContext);

@@ -12,6 +12,7 @@ import type { Check } from '../../checks/store/check-store.js';
 import { isAnswered } from '../../checks/store/check-store.js';
 import { isOperationOutcomeError } from '../../fhir/outcomes.js';
 import type { CheckInput } from '../../mapping/types.js';
+import { EMIRATES_ID_PROBLEM_SHORT, emiratesIdProblemOfText } from '../../mapping/request/patient.js';
 import { checkCard, problemCard, scrubberOf, type Card, type CardContext } from './cards.js';
 import { checkInputs, coverageParser, lookupKeys, type HookCheck, type LookupKeys } from './check-input.js';
 import type { GuardedFhirClient } from './fhir-server.js';
@@ -32,7 +33,8 @@ export interface HookAnswer {
   checkIds: string[];
 }
 
-const INCOMPLETE = 'Eligibility not checked: the insurance record is incomplete';
+const NOT_CHECKED = 'Eligibility not checked';
+const INCOMPLETE = `${NOT_CHECKED}: the insurance record is incomplete`;
 
 /** What the card may not show: the patient's identifier values, phone numbers and birth date. */
 function secretsOf(patient: Patient, inputs: readonly CheckInput[]): string[] {
@@ -49,6 +51,21 @@ function refusalText(error: unknown): string {
   if (isOperationOutcomeError(error))
     return error.outcome.issue.map((i) => i.details?.text ?? i.diagnostics ?? i.code).join(' ');
   throw error;
+}
+
+/**
+ * The card of a check refused before it started: the summary (what the desk sees without a click)
+ * names a mistyped or placeholder Emirates ID (the typo guard); any other refusal is `otherwise`.
+ */
+function refusalCard(error: unknown, otherwise: string, context: CardContext): Card {
+  const text = refusalText(error);
+  const problem = isOperationOutcomeError(error)
+    ? error.outcome.issue
+        .map((i) => (i.details?.text ? emiratesIdProblemOfText(i.details.text) : undefined))
+        .find((found) => found !== undefined)
+    : undefined;
+  const summary = problem ? `${NOT_CHECKED}: ${EMIRATES_ID_PROBLEM_SHORT[problem]}` : otherwise;
+  return problemCard(summary, text, context);
 }
 
 /** appointment-book (https://cds-hooks.org/hooks/appointment-book/): one check and card per appointment. */
@@ -137,7 +154,7 @@ export async function patientView(
     try {
       input = await parse(index);
     } catch (error) {
-      cards.push(problemCard(INCOMPLETE, refusalText(error), context));
+      cards.push(refusalCard(error, INCOMPLETE, context));
       continue;
     }
     if (shown.has(input.payerCode)) continue;
@@ -186,7 +203,7 @@ async function cardOf(
 ): Promise<{ card: Card; checkId?: string }> {
   if (!('input' in entry))
     return {
-      card: problemCard(INCOMPLETE, refusalText(entry.error), context),
+      card: refusalCard(entry.error, INCOMPLETE, context),
     };
   try {
     const accepted = await deps.checks.accept(tenant, entry.input);
@@ -195,7 +212,7 @@ async function cardOf(
       checkId: accepted.check.id,
     };
   } catch (error) {
-    return { card: problemCard('Eligibility not checked', refusalText(error), context) };
+    return { card: refusalCard(error, NOT_CHECKED, context) };
   }
 }
 
