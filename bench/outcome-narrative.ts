@@ -4,7 +4,7 @@
  * largest outcome there is (100 issues, the cap), beside the JSON.stringify of the same outcome
  * that every answer pays anyway. CPU from process.cpuUsage after a warm-up, in alternating rounds.
  *
- *   npx tsx bench/outcome-narrative.ts            (BENCH_ITERATIONS=100000, BENCH_ROUNDS=5)
+ *   npm run bench:outcome-narrative     (BENCH_ITERATIONS=100000, BENCH_ROUNDS=5)
  */
 import type { OperationOutcomeIssue } from 'fhir/r4.js';
 import { badRequest, outcomeNarrative, outcomeOf } from '../src/fhir/outcomes.js';
