@@ -122,7 +122,7 @@ function whoOf(record: AuditRecord): Reference {
   };
 }
 
-/** Builds the AuditEvent of a record. */
+/** AuditEvent.outcome in words (http://hl7.org/fhir/ValueSet/audit-event-outcome). */
 const OUTCOMES: Readonly<Record<string, string>> = {
   '0': 'success',
   '4': 'minor failure',
@@ -130,7 +130,7 @@ const OUTCOMES: Readonly<Record<string, string>> = {
   '12': 'major failure',
 };
 
-/** The narrative (dom-6): what was done, with what outcome, when and for which tenant; no person, no entity. */
+/** The narrative (dom-6): what was done, with what outcome and when; no person, no entity. */
 function auditNarrative(event: AuditEvent): Narrative {
   const what = [event.type.display ?? event.type.code, ...(event.subtype ?? []).map((s) => s.code)]
     .filter((t): t is string => t !== undefined)
@@ -142,6 +142,7 @@ function auditNarrative(event: AuditEvent): Narrative {
   );
 }
 
+/** Builds the AuditEvent of a record. */
 export function buildAuditEvent(
   record: AuditRecord,
   id: string,

@@ -35,12 +35,22 @@ export const OUTCOME_LIMITS = {
   /** Characters of one `expression`, and expressions per issue. */
   expressionChars: 200,
   expressions: 5,
+  /** Characters of an issue's text in the narrative (its first expression is there too). */
+  narrativeTextChars: 200,
 } as const;
 
-/** The most characters a bounded OperationOutcome can hold: its texts, expressions and their JSON. */
+/**
+ * The most characters a bounded OperationOutcome can hold: its texts, expressions and their JSON,
+ * and its narrative's line per issue (a text and an expression, each character escaped to at most
+ * six, `&quot;`).
+ */
 export const OUTCOME_MAX_CHARS =
   OUTCOME_LIMITS.issues *
-  (2 * OUTCOME_LIMITS.textChars + OUTCOME_LIMITS.expressions * OUTCOME_LIMITS.expressionChars + 200);
+  (2 * OUTCOME_LIMITS.textChars +
+    OUTCOME_LIMITS.expressions * OUTCOME_LIMITS.expressionChars +
+    200 +
+    6 * (OUTCOME_LIMITS.narrativeTextChars + OUTCOME_LIMITS.expressionChars) +
+    100);
 
 /**
  * The OperationOutcome as it may be sent: at most OUTCOME_LIMITS.issues issues (the last one
@@ -69,11 +79,16 @@ const SEVERITY: Readonly<Record<IssueSeverity, string>> = {
   information: 'Information',
 };
 
+/** `Error (invalid): text (at expression)`: the text's first characters and the first expression, so the line stays short. */
 function issueXhtml(issue: OperationOutcomeIssue): string {
   const text = issue.details?.text ?? issue.diagnostics;
   let html = `${SEVERITY[issue.severity]} (${issue.code})`;
-  if (text) html += `: ${escapeXml(text)}`;
-  if (issue.expression?.length) html += ` (at ${escapeXml(issue.expression.join(', '))})`;
+  if (text) html += `: ${escapeXml(truncate(text, OUTCOME_LIMITS.narrativeTextChars))}`;
+  const expressions = issue.expression ?? [];
+  if (expressions.length > 0)
+    html += ` (at ${escapeXml(truncate(expressions[0]!, OUTCOME_LIMITS.expressionChars))}${
+      expressions.length > 1 ? ` and ${expressions.length - 1} more` : ''
+    })`;
   return html;
 }
 

@@ -324,10 +324,6 @@ function parseFilters(input: Subscription): EventFilter {
 }
 
 /**
- * The Subscription as read back: id, meta, the current status (and `error` with the last failure
- * while in error), and every channel.header as `Name: ****`: the value never comes back.
- */
-/**
  * The narrative of a subscription as shown (dom-6): its status, topic, channel and content; not its
  * filters (a filter may name a patient) nor its headers.
  */
@@ -343,6 +339,10 @@ function subscriptionNarrative(stored: StoredSubscription): Narrative {
   );
 }
 
+/**
+ * The Subscription as read back: id, meta, the current status (and `error` with the last failure
+ * while in error), and every channel.header as `Name: ****`: the value never comes back.
+ */
 export function shownSubscription(stored: StoredSubscription): Subscription {
   const { resource } = stored;
   const headers = resource.channel.header?.map((line) => `${HEADER.exec(line)?.[1] ?? 'header'}: ${MASK}`);

@@ -12,11 +12,15 @@ import type {
   Reference,
 } from 'fhir/r4.js';
 import { escapeXml, generatedNarrative } from '../../fhir/xhtml.js';
+import { visitTypeOf } from './tables.js';
 
+/** A category as named: its text or display, else what the visit-type table asks the portal about, else its code. */
 function conceptText(concept: CodeableConcept | undefined): string | undefined {
   if (!concept) return undefined;
   const coding = concept.coding?.[0];
-  return concept.text ?? coding?.display ?? coding?.code;
+  return (
+    concept.text ?? coding?.display ?? (coding ? (visitTypeOf(coding)?.title ?? coding.code) : undefined)
+  );
 }
 
 /** The insurer as named: its contained Organization's name or identifier, else the reference's own. */
