@@ -6,7 +6,8 @@
  * client as the requesting agent (DICOM "Source Role ID") and this server (DICOM "Destination
  * Role ID"), the check as the entity by its relative reference only: never patient data.
  */
-import type { AuditEvent, AuditEventAgent, AuditEventEntity, Coding, Reference } from 'fhir/r4.js';
+import type { AuditEvent, AuditEventAgent, AuditEventEntity, Coding, Narrative, Reference } from 'fhir/r4.js';
+import { escapeXml, generatedNarrative } from './xhtml.js';
 
 /** AuditEvent.action (http://hl7.org/fhir/ValueSet/audit-event-action). */
 export type AuditAction = 'C' | 'R' | 'U' | 'D' | 'E';
@@ -121,6 +122,26 @@ function whoOf(record: AuditRecord): Reference {
   };
 }
 
+/** AuditEvent.outcome in words (http://hl7.org/fhir/ValueSet/audit-event-outcome). */
+const OUTCOMES: Readonly<Record<string, string>> = {
+  '0': 'success',
+  '4': 'minor failure',
+  '8': 'serious failure',
+  '12': 'major failure',
+};
+
+/** The narrative (dom-6): what was done, with what outcome and when; no person, no entity. */
+function auditNarrative(event: AuditEvent): Narrative {
+  const what = [event.type.display ?? event.type.code, ...(event.subtype ?? []).map((s) => s.code)]
+    .filter((t): t is string => t !== undefined)
+    .join(', ');
+  return generatedNarrative(
+    `<p><b>${escapeXml(what)}</b> (action ${escapeXml(event.action ?? '-')}): ${escapeXml(
+      OUTCOMES[event.outcome ?? ''] ?? `outcome ${event.outcome ?? 'unknown'}`,
+    )}, recorded ${escapeXml(event.recorded)}</p>`,
+  );
+}
+
 /** Builds the AuditEvent of a record. */
 export function buildAuditEvent(
   record: AuditRecord,
@@ -189,6 +210,7 @@ export function buildAuditEvent(
       ],
     },
   };
+  event.text = auditNarrative(event);
   if (record.outcomeDesc) event.outcomeDesc = record.outcomeDesc;
   if (record.entities?.length) event.entity = record.entities.map(entity);
   return event;

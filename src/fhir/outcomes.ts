@@ -3,8 +3,9 @@
  * Shape after Medplum's packages/core/src/outcomes.ts. Issue codes are from the required
  * binding http://hl7.org/fhir/ValueSet/issue-type (https://hl7.org/fhir/R4/valueset-issue-type.html).
  */
-import type { OperationOutcome, OperationOutcomeIssue } from 'fhir/r4.js';
+import type { Narrative, OperationOutcome, OperationOutcomeIssue } from 'fhir/r4.js';
 import { echo, fhirString, truncate } from './text.js';
+import { escapeXml, generatedNarrative } from './xhtml.js';
 
 export type IssueType = OperationOutcomeIssue['code'];
 export type IssueSeverity = OperationOutcomeIssue['severity'];
@@ -34,12 +35,22 @@ export const OUTCOME_LIMITS = {
   /** Characters of one `expression`, and expressions per issue. */
   expressionChars: 200,
   expressions: 5,
+  /** Characters of an issue's text in the narrative (its first expression is there too). */
+  narrativeTextChars: 200,
 } as const;
 
-/** The most characters a bounded OperationOutcome can hold: its texts, expressions and their JSON. */
+/**
+ * The most characters a bounded OperationOutcome can hold: its texts, expressions and their JSON,
+ * and its narrative's line per issue (a text and an expression, each character escaped to at most
+ * six, `&quot;`).
+ */
 export const OUTCOME_MAX_CHARS =
   OUTCOME_LIMITS.issues *
-  (2 * OUTCOME_LIMITS.textChars + OUTCOME_LIMITS.expressions * OUTCOME_LIMITS.expressionChars + 200);
+  (2 * OUTCOME_LIMITS.textChars +
+    OUTCOME_LIMITS.expressions * OUTCOME_LIMITS.expressionChars +
+    200 +
+    6 * (OUTCOME_LIMITS.narrativeTextChars + OUTCOME_LIMITS.expressionChars) +
+    100);
 
 /**
  * The OperationOutcome as it may be sent: at most OUTCOME_LIMITS.issues issues (the last one
@@ -58,7 +69,46 @@ export function boundOutcome(outcome: OperationOutcome): OperationOutcome {
       details: { text: `${outcome.issue.length - kept.length} more issues were left out` },
     });
   }
-  return { ...outcome, issue: issues };
+  return withOutcomeNarrative({ ...outcome, issue: issues });
+}
+
+const SEVERITY: Readonly<Record<IssueSeverity, string>> = {
+  fatal: 'Fatal error',
+  error: 'Error',
+  warning: 'Warning',
+  information: 'Information',
+};
+
+/** `Error (invalid): text (at expression)`: the text's first characters and the first expression, so the line stays short. */
+function issueXhtml(issue: OperationOutcomeIssue): string {
+  const text = issue.details?.text ?? issue.diagnostics;
+  let html = `${SEVERITY[issue.severity]} (${issue.code})`;
+  if (text) html += `: ${escapeXml(truncate(text, OUTCOME_LIMITS.narrativeTextChars))}`;
+  const expressions = issue.expression ?? [];
+  if (expressions.length > 0)
+    html += ` (at ${escapeXml(truncate(expressions[0]!, OUTCOME_LIMITS.expressionChars))}${
+      expressions.length > 1 ? ` and ${expressions.length - 1} more` : ''
+    })`;
+  return html;
+}
+
+/**
+ * The narrative of an OperationOutcome (https://hl7.org/fhir/R4/narrative.html, dom-6): each
+ * issue's severity, code, text and where, so nothing the issues do not already carry. A few string
+ * joins: every error answer pays it.
+ */
+export function outcomeNarrative(issues: readonly OperationOutcomeIssue[]): Narrative {
+  if (issues.length === 1) return generatedNarrative(`<p>${issueXhtml(issues[0]!)}</p>`);
+  if (issues.length === 0) return generatedNarrative('<p>No issues</p>');
+  let items = '';
+  for (const issue of issues) items += `<li>${issueXhtml(issue)}</li>`;
+  return generatedNarrative(`<ul>${items}</ul>`);
+}
+
+/** The OperationOutcome with the narrative of its issues (any narrative it had is replaced). */
+export function withOutcomeNarrative(outcome: OperationOutcome): OperationOutcome {
+  const { resourceType, text: _old, ...rest } = outcome;
+  return { resourceType, text: outcomeNarrative(outcome.issue), ...rest };
 }
 
 function boundIssue(issue: OperationOutcomeIssue): OperationOutcomeIssue {
@@ -97,7 +147,7 @@ export function outcome(
   };
   if (options.expression?.length) issue.expression = options.expression;
   if (options.diagnostics) issue.diagnostics = options.diagnostics;
-  return { resourceType: 'OperationOutcome', issue: [issue] };
+  return { resourceType: 'OperationOutcome', text: outcomeNarrative([issue]), issue: [issue] };
 }
 
 /** An OperationOutcome with several issues (validator output), bounded as every error answer is. */

@@ -15,6 +15,7 @@ import type {
   Parameters,
   ParametersParameter,
 } from 'fhir/r4.js';
+import { escapeXml, generatedNarrative } from '../fhir/xhtml.js';
 import type { StoredSubscription, SubscriptionEvent } from '../checks/store/subscription-store.js';
 import { ELIGIBILITY_FINAL_TOPIC } from '../checks/store/subscription-store.js';
 
@@ -172,6 +173,9 @@ export function topicResource(): Basic {
   return {
     resourceType: 'Basic',
     id: TOPIC_ID,
+    text: generatedNarrative(
+      `<p><b>Subscription topic EligibilityFinal</b> (${escapeXml(ELIGIBILITY_FINAL_TOPIC)}), active</p><p>One event per eligibility check, when its CoverageEligibilityResponse first becomes final (outcome complete, partial or error). Filters: patient, outcome, request.</p>`,
+    ),
     modifierExtension: [{ url: `${r5}.status`, valueCode: 'active' }],
     extension: [
       { url: `${r5}.url`, valueUri: ELIGIBILITY_FINAL_TOPIC },

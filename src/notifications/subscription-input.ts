@@ -6,7 +6,8 @@
  * Rules from the IG's pages: https://hl7.org/fhir/uv/subscriptions-backport/STU1.1/channels.html
  * (rest-hook), payloads.html (content codes), conformance.html, errors.html.
  */
-import type { Subscription } from 'fhir/r4.js';
+import type { Narrative, Subscription } from 'fhir/r4.js';
+import { escapeXml, generatedNarrative } from '../fhir/xhtml.js';
 import type { OperationOutcomeIssue } from 'fhir/r4.js';
 import { badRequest, OperationOutcomeError, outcomeOf, unprocessable } from '../fhir/outcomes.js';
 import { echo } from '../fhir/text.js';
@@ -323,6 +324,22 @@ function parseFilters(input: Subscription): EventFilter {
 }
 
 /**
+ * The narrative of a subscription as shown (dom-6): its status, topic, channel and content; not its
+ * filters (a filter may name a patient) nor its headers.
+ */
+function subscriptionNarrative(stored: StoredSubscription): Narrative {
+  const { resource } = stored;
+  const content = extension(resource.channel._payload?.extension, EXT.payloadContent)?.value.valueCode;
+  const error =
+    stored.status === 'error' && stored.lastError ? `<li>Error: ${escapeXml(stored.lastError)}</li>` : '';
+  return generatedNarrative(
+    `<p><b>Subscription</b> (${stored.status}) to ${escapeXml(resource.criteria)}</p><ul><li>Channel: ${escapeXml(
+      resource.channel.type,
+    )} to ${escapeXml(resource.channel.endpoint ?? 'no endpoint')}</li><li>Content: ${escapeXml(content ?? DEFAULT_CONTENT)}</li>${error}</ul>`,
+  );
+}
+
+/**
  * The Subscription as read back: id, meta, the current status (and `error` with the last failure
  * while in error), and every channel.header as `Name: ****`: the value never comes back.
  */
@@ -333,6 +350,7 @@ export function shownSubscription(stored: StoredSubscription): Subscription {
     ...resource,
     id: stored.id,
     meta: { ...resource.meta, lastUpdated: new Date(stored.updatedAt).toISOString() },
+    text: subscriptionNarrative(stored),
     status: stored.status,
     ...(stored.status === 'error' && stored.lastError ? { error: stored.lastError } : {}),
     channel: { ...resource.channel, ...(headers ? { header: headers } : {}) },

@@ -11,6 +11,7 @@ import type { PrevisitEvent } from '../checks/previsit.js';
 import type { CheckService } from '../checks/service.js';
 import { notFound, unprocessable } from '../fhir/outcomes.js';
 import { storedRequest } from './read.js';
+import { requestNarrative } from '../mapping/request/request-narrative.js';
 import type { FhirAnswer, FhirRequest } from './types.js';
 
 export interface CancelDeps {
@@ -50,7 +51,8 @@ export async function patchRequest(req: FhirRequest, deps: CancelDeps): Promise<
   const stored = await storedRequest(deps.checks, req.tenant.id, id);
   if (!stored) throw notFound(`CoverageEligibilityRequest/${id} is not known`);
   parseCancel(req.body);
-  const request: CoverageEligibilityRequest = { ...stored, status: 'cancelled' };
+  const cancelled: CoverageEligibilityRequest = { ...stored, status: 'cancelled' };
+  const request: CoverageEligibilityRequest = { ...cancelled, text: requestNarrative(cancelled) };
   const result = await deps.checks.store.appointments.cancel(req.tenant.id, id, request, deps.now());
   if (!result) throw notFound(`CoverageEligibilityRequest/${id} is not known`);
   if (result.previous === 'scheduled')

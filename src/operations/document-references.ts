@@ -6,6 +6,7 @@
  * of the bytes, base64, as R4 defines it (https://hl7.org/fhir/R4/datatypes.html#Attachment).
  */
 import type { Bundle, BundleEntry, DocumentReference } from 'fhir/r4.js';
+import { escapeXml, generatedNarrative } from '../fhir/xhtml.js';
 import type { TokenValue } from '../checks/store/check-store.js';
 import type { Evidence, EvidenceFilters, EvidenceStore } from '../checks/store/evidence-store.js';
 import { badRequest } from '../fhir/outcomes.js';
@@ -114,6 +115,11 @@ export function documentReferenceOf(row: Evidence): DocumentReference {
     resourceType: 'DocumentReference',
     id: row.id,
     meta: { lastUpdated: keptAt },
+    text: generatedNarrative(
+      `<p><b>Document kept</b> ${escapeXml(keptAt)}: ${escapeXml(row.label ?? 'no label')}</p><ul><li>${escapeXml(
+        row.contentType ?? 'unknown type',
+      )}${row.size !== null ? `, ${row.size} bytes` : ''}</li><li>Of CoverageEligibilityResponse/${escapeXml(row.checkId)}</li></ul>`,
+    ),
     status: 'current',
     type: { text: row.label },
     date: keptAt,

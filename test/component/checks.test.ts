@@ -484,7 +484,7 @@ describe('tenants and search', () => {
       // Indistinguishable from an id that does not exist at all.
       const none = await request(h.url)[method](path.replace(id, unknownId)).set(h.authB);
       expect(none.status).toBe(404);
-      expect(JSON.stringify(none.body).replace(unknownId, id)).toBe(JSON.stringify(theirs.body));
+      expect(JSON.stringify(none.body).replaceAll(unknownId, id)).toBe(JSON.stringify(theirs.body));
     }
     // A still reads its request and follows its async status (B's DELETE stopped nothing).
     const mine = await request(h.url).get(`/fhir/CoverageEligibilityRequest/${id}`).set(h.auth);

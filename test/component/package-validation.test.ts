@@ -13,6 +13,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type {
   Bundle,
+  CapabilityStatement,
   Coverage,
   CoverageEligibilityResponse,
   Extension,
@@ -46,6 +47,12 @@ import { PAYERS, SCENARIOS } from '../../src/sandbox/scenarios.js';
 import type { Envelope } from '../../src/upstream/contract.js';
 import { envelopeSchema } from '../../src/upstream/contract.js';
 import { loadFhirPackage } from '../support/fhir-package.js';
+import {
+  narrativeProblem,
+  topLevel,
+  unadvertisedProfiles,
+  unresolvedCanonicals,
+} from '../support/package-references.js';
 import type { LoadedPackage } from '../support/fhir-package.js';
 import { PackageValidator } from '../support/package-validator.js';
 import type { PackageIssue } from '../support/package-validator.js';
@@ -612,5 +619,84 @@ describe("the adapter's FHIR package, loaded by fhir-package-loader", () => {
     expect(validator.validate(noProfile).map((i) => i.path)).toContain(
       'CoverageEligibilityResponse.meta.profile',
     );
+  });
+
+  it('holds every canonical its CapabilityStatement and ConceptMaps name, and fails without one', async () => {
+    expect(unresolvedCanonicals(pkg.resources)).toEqual([]);
+    // The package built again without the $status definition and the upstream visit-type system.
+    const left = [
+      'package/OperationDefinition-backport-subscription-status.json',
+      'package/CodeSystem-upstream-visit-type.json',
+    ];
+    const files = packageFiles().filter((f) => !left.includes(f.path));
+    expect(files.length).toBe(packageFiles().length - left.length);
+    const file = join(packageFolder!, 'without-definitions.tgz');
+    writeFileSync(file, await deterministicTgz(files));
+    const smaller = await loadFhirPackage(file, PACKAGE_NAME, String(packageManifest().version));
+    const found = unresolvedCanonicals(smaller.resources);
+    expect(found).toContainEqual(
+      expect.stringMatching(
+        /^CapabilityStatement\.rest\[0\]\.resource\[\d+\]\.operation\[0\]\.definition: http:\/\/hl7\.org\/fhir\/uv\/subscriptions-backport\/OperationDefinition\/backport-subscription-status$/,
+      ),
+    );
+    expect(found).toContainEqual(
+      `ConceptMap/benefit-category-to-visit-type.group[0].target: ${CANONICAL_BASE}/upstream/visit_type`,
+    );
+  });
+
+  it('names in supportedProfile every profile of what it returns at the top level, and fails without one', () => {
+    // What the service answered over HTTP (not the notifications it sent, nor the mapping runs).
+    const returned = emitted
+      .filter((e) => /^(GET|POST|PATCH) /.test(e.source))
+      .flatMap((e) => topLevel(e.resource));
+    const metadata = emitted.find(
+      (e) => e.source.startsWith('GET /fhir/metadata') && e.resource.resourceType === 'CapabilityStatement',
+    )?.resource as CapabilityStatement | undefined;
+    const packaged = pkg.resources.find(
+      (r) => r.resourceType === 'CapabilityStatement',
+    ) as CapabilityStatement;
+    expect(metadata).toBeDefined();
+    expect(returned.some((r) => r.resourceType === 'ClaimResponse' && r.meta?.profile?.length)).toBe(true);
+    for (const cs of [metadata!, packaged]) expect(unadvertisedProfiles(cs, returned)).toEqual([]);
+    // Without the ClaimResponse entry, the estimate's profile is unnamed.
+    const without = structuredClone(packaged);
+    for (const rest of without.rest ?? [])
+      rest.resource = rest.resource?.filter((r) => r.type !== 'ClaimResponse');
+    expect(unadvertisedProfiles(without, returned)).toEqual([
+      `ClaimResponse: ${CANONICAL_BASE}/StructureDefinition/estimate-claim-response`,
+    ]);
+  });
+
+  it('gives every top-level resource a generated narrative of valid XHTML, and fails without one', () => {
+    const top = emitted.flatMap((e) =>
+      topLevel(e.resource).map((resource) => ({ source: e.source, resource })),
+    );
+    const kinds = new Set(top.map((t) => t.resource.resourceType));
+    for (const kind of [
+      'CoverageEligibilityRequest',
+      'OperationOutcome',
+      'ClaimResponse',
+      'CapabilityStatement',
+    ])
+      expect(kinds, kind).toContain(kind);
+    expect(
+      top.flatMap(({ source, resource }) => {
+        const problem = narrativeProblem(resource);
+        return problem ? [`${source}: ${resource.resourceType}/${resource.id ?? ''}: ${problem}`] : [];
+      }),
+    ).toEqual([]);
+    for (const r of pkg.resources)
+      expect(narrativeProblem(r), `${r.resourceType}/${r.id ?? ''}`).toBeUndefined();
+    // The check fails on a resource without narrative, and on XHTML FHIR does not allow.
+    const outcome = top.find((t) => t.resource.resourceType === 'OperationOutcome')!.resource;
+    const { text: _text, ...bare } = outcome as FhirResource & { text?: unknown };
+    expect(narrativeProblem(bare)).toBe('dom-6: no narrative');
+    const withDiv = (div: string) => ({ ...outcome, text: { status: 'generated', div } }) as FhirResource;
+    const ns = '<div xmlns="http://www.w3.org/1999/xhtml">';
+    expect(narrativeProblem(withDiv(`${ns}<p>a &nbsp; b</p></div>`))).toBe('XHTML: entity &nbsp;');
+    expect(narrativeProblem(withDiv(`${ns}<p>a < b</p></div>`))).toBe('XHTML: a bare < or >');
+    expect(narrativeProblem(withDiv(`${ns}<script>x</script></div>`))).toBe('txt-1: <script> is not allowed');
+    expect(narrativeProblem(withDiv(`${ns}<p>open</div>`))).toBe('XHTML: </div> closes no open <div>');
+    expect(narrativeProblem(withDiv(`${ns}<p></p></div>`))).toBe('txt-2: no text');
   });
 });

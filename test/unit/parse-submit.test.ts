@@ -16,6 +16,7 @@ import type {
 import { describe, expect, it } from 'vitest';
 import { CANONICAL_BASE, PROFILES } from '../../src/fhir/canonical.js';
 import { OperationOutcomeError } from '../../src/fhir/outcomes.js';
+import { requestNarrative } from '../../src/mapping/request/request-narrative.js';
 import { parseSubmit, type ParseSubmitOptions } from '../../src/mapping/request/parse-submit.js';
 import { normalizeEmiratesId } from '../../src/mapping/request/patient.js';
 import { ReferenceResolutionError, type ReferenceResolver } from '../../src/mapping/request/resolver.js';
@@ -280,11 +281,16 @@ describe('parseSubmit: the three input shapes and every reference kind', () => {
     expectValidFhir(input.request);
   });
 
-  it("keeps the contained resources of a contained-style request, drops only id and the client's meta, and names its profile", async () => {
+  it("keeps the contained resources of a contained-style request, drops only id and the client's meta and narrative, and names its profile and its own narrative", async () => {
     const body = request();
     const { request: stored } = await parseSubmit(body, options);
-    const { id: _id, meta: _meta, ...rest } = body;
-    expect(stored).toEqual({ ...rest, meta: { profile: [PROFILES.eligibilityRequest] } });
+    const { id: _id, meta: _meta, text: _text, ...rest } = body;
+    expect(stored).toEqual({
+      ...rest,
+      meta: { profile: [PROFILES.eligibilityRequest] },
+      text: requestNarrative(stored),
+    });
+    expect(stored.text?.status).toBe('generated');
   });
 
   it('looks each literal reference up once, and keeps it literal in the stored request', async () => {

@@ -7,7 +7,9 @@ import type {
   CapabilityStatementRestResource,
   CapabilityStatementRestResourceSearchParam,
   CapabilityStatementRestSecurity,
+  Narrative,
 } from 'fhir/r4.js';
+import { escapeXml, generatedNarrative } from '../../fhir/xhtml.js';
 import { ELIGIBILITY_FINAL_TOPIC, PROFILES, canonical } from '../../fhir/canonical.js';
 import { ESTIMATE_OPERATION_ID, SUBMIT_OPERATION_ID, VALIDATE_OPERATION_ID } from './operations.js';
 import { SERVICED_PARAMETER_ID } from './search-parameters.js';
@@ -73,6 +75,19 @@ function subscriptionResources(): CapabilityStatementRestResource[] {
       ],
       documentation:
         "rest-hook channel, payload application/fhir+json, content id-only (default), full-resource or empty; channel.endpoint must be under one of the tenant's registered prefixes (else 422); channel.header values are sent as given and masked on read. Details: docs/notifications.md.",
+    },
+    // Not stored: what $status and $events answer (and the notifications are), by the backport's profiles.
+    {
+      type: 'Bundle',
+      supportedProfile: [`${BACKPORT}/StructureDefinition/backport-subscription-notification-r4`],
+      documentation:
+        'Not stored nor read: the history Bundle of Subscription/$events and of each notification.',
+    },
+    {
+      type: 'Parameters',
+      supportedProfile: [`${BACKPORT}/StructureDefinition/backport-subscription-status-r4`],
+      documentation:
+        'Not stored nor read: the status of a subscription, in the Bundles of $status and $events and of each notification.',
     },
     {
       type: 'Basic',
@@ -206,6 +221,14 @@ function checkResources(): CapabilityStatementRestResource[] {
 }
 
 /** Read by id, and search by url (and version): how a validator resolves a canonical. */
+/** The ClaimResponse is not stored: $estimate returns one, which names its profile. */
+const claimResponse: CapabilityStatementRestResource = {
+  type: 'ClaimResponse',
+  supportedProfile: [PROFILES.estimateClaimResponse],
+  documentation:
+    'Not stored nor read: the answer of CoverageEligibilityResponse/$estimate (use predetermination), which names this profile in meta.profile.',
+};
+
 function conformanceResources(types: readonly string[]): CapabilityStatementRestResource[] {
   return types.map((type): CapabilityStatementRestResource => ({
     type: type as CapabilityStatementRestResource['type'],
@@ -252,6 +275,23 @@ function security(features: CapabilityFeatures): CapabilityStatementRestSecurity
 
 /** The id of the CapabilityStatement, and of the ImplementationGuide it names. */
 export const CAPABILITY_STATEMENT_ID = 'fhir-eligibility-adapter';
+
+/** The narrative (dom-6): per resource type what is served, its profiles and operations. */
+function capabilityNarrative(
+  resources: readonly CapabilityStatementRestResource[],
+  version: string,
+): Narrative {
+  let rows = '';
+  for (const r of resources) {
+    const interactions = (r.interaction ?? []).map((i) => i.code).join(', ');
+    const operations = (r.operation ?? []).map((o) => `$${o.name}`).join(', ');
+    const profiles = (r.supportedProfile ?? []).join(', ');
+    rows += `<tr><td>${r.type}</td><td>${escapeXml(interactions || '-')}</td><td>${escapeXml(operations || '-')}</td><td>${escapeXml(profiles || '-')}</td></tr>`;
+  }
+  return generatedNarrative(
+    `<p><b>fhir-eligibility-adapter ${escapeXml(version)}</b>: a FHIR R4 (4.0.1) server, JSON only; eligibility checks at UAE payer portals.</p><table><tr><th>Resource</th><th>Interactions</th><th>Operations</th><th>Profiles</th></tr>${rows}</table>`,
+  );
+}
 export const IMPLEMENTATION_GUIDE_URL = canonical('ImplementationGuide', 'fhir-eligibility-adapter');
 
 /**
@@ -266,7 +306,7 @@ export function capabilityStatement(
   date: string,
 ): CapabilityStatement {
   const resource: CapabilityStatementRestResource[] = [];
-  if (features.checks) resource.push(...checkResources());
+  if (features.checks) resource.push(...checkResources(), claimResponse);
   resource.push(...conformanceResources(features.conformance));
   if (features.subscriptions) resource.push(...subscriptionResources());
   if (features.documents) {
@@ -318,6 +358,7 @@ export function capabilityStatement(
   return {
     resourceType: 'CapabilityStatement',
     id: CAPABILITY_STATEMENT_ID,
+    text: capabilityNarrative(resource, version),
     url: canonical('CapabilityStatement', CAPABILITY_STATEMENT_ID),
     version,
     name: 'FhirEligibilityAdapter',

@@ -9,9 +9,10 @@
  *   (mappings/visit-types.json) -> the upstream request's visit_type, with the service asked
  *   about (extra_args.title) in the comment.
  */
-import type { ConceptMap, ConceptMapGroup } from 'fhir/r4.js';
+import type { CodeSystem, CodeSystemConcept, ConceptMap, ConceptMapGroup } from 'fhir/r4.js';
 import { CANONICAL_BASE, canonical } from '../../fhir/canonical.js';
 import { visitTypeGroups } from '../request/tables.js';
+import type { CommonFields } from './operations.js';
 import { BENEFIT_CATEGORY_SYSTEM, SERVICE_CATEGORY_SYSTEM } from '../response/codes.js';
 import type { ServiceCategory } from '../response/vocabulary.js';
 import { normalizeLabel, serviceCategories } from '../response/vocabulary.js';
@@ -136,6 +137,74 @@ function visitTypeMap(): ConceptMap {
       })),
     })),
   };
+}
+
+/** The CodeSystem of codes some table of mappings/ gives, each with its definition. */
+function upstreamCodeSystem(
+  fields: CommonFields,
+  id: string,
+  url: string,
+  text: { name: string; title: string; description: string },
+  concept: CodeSystemConcept[],
+): CodeSystem {
+  return {
+    resourceType: 'CodeSystem',
+    id,
+    url,
+    ...fields,
+    ...text,
+    caseSensitive: true,
+    content: 'complete',
+    count: concept.length,
+    concept,
+  };
+}
+
+/**
+ * The two systems the ConceptMaps map from and to that are the upstream's, not FHIR's: its
+ * visit_type values (mappings/visit-types.json) and the keywords of the portal's benefit labels
+ * (mappings/service-categories.json). Defined so that a validator resolves every system the maps
+ * name.
+ */
+export function upstreamCodeSystems(fields: CommonFields): CodeSystem[] {
+  const visitTypes = new Map<string, Set<string>>();
+  for (const group of visitTypeGroups())
+    for (const e of group.element)
+      visitTypes.set(e.visitType, (visitTypes.get(e.visitType) ?? new Set()).add(e.title));
+  return [
+    upstreamCodeSystem(
+      fields,
+      'upstream-visit-type',
+      UPSTREAM_VISIT_TYPE,
+      {
+        name: 'UpstreamVisitType',
+        title: 'Visit types of the upstream eligibility service',
+        description:
+          "The values of the upstream request's visit_type that this service sends (mappings/visit-types.json; only OUTPATIENT is documented upstream). Not a FHIR code system of the upstream's own: the adapter names it to say how CoverageEligibilityRequest.item.category is sent (ConceptMap benefit-category-to-visit-type).",
+      },
+      [...visitTypes].map(([code, titles]) => ({
+        code,
+        display: code,
+        definition: `The upstream visit_type ${code}, sent for: ${[...titles].join(', ')}.`,
+      })),
+    ),
+    upstreamCodeSystem(
+      fields,
+      'upstream-service-category-label',
+      UPSTREAM_SERVICE_LABEL,
+      {
+        name: 'UpstreamServiceCategoryLabel',
+        title: "Keywords of the payer portal's benefit labels",
+        description:
+          "The keywords this service looks for in a payer portal's benefit label (copay_details[].visit_type, benefits[].service_category_*, values_to_fill keys), lower-cased, punctuation as spaces, in table order (mappings/service-categories.json): the first that occurs in a label as whole words codes it (ConceptMap service-category-to-benefit-category). A label with none is other.",
+      },
+      keywords().map(({ keyword, category }) => ({
+        code: keyword,
+        display: keyword,
+        definition: `A portal benefit label holding "${keyword}" as whole words: ${category.display}.`,
+      })),
+    ),
+  ];
 }
 
 /** The published ConceptMaps. */

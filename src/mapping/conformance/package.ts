@@ -11,11 +11,13 @@ import type {
   CapabilityStatement,
   ElementDefinition,
   ImplementationGuide,
+  Narrative,
   Resource,
   StructureDefinition,
 } from 'fhir/r4.js';
 import { z } from 'zod';
 import { CANONICAL_BASE } from '../../fhir/canonical.js';
+import { escapeXml, generatedNarrative } from '../../fhir/xhtml.js';
 import { loadMappingTable } from '../mapping-table.js';
 import {
   CAPABILITY_STATEMENT_ID,
@@ -144,6 +146,24 @@ function nameOf(resource: Resource): string {
 let resources: Resource[] | undefined;
 
 /**
+ * A conformance resource with its narrative (dom-6), unless it has one: what it is, its canonical
+ * URL and version, and its description. Added here, not in the source, so that a snapshot's
+ * source digest does not change with it.
+ */
+function withNarrative<T extends Resource>(resource: T): T {
+  const r = resource as T & { text?: Narrative; url?: string; version?: string; description?: string };
+  if (r.text) return resource;
+  const { resourceType, id, ...rest } = r;
+  const what = `${resourceType} ${r.url ?? id ?? ''}${r.version ? ` (version ${r.version})` : ''}`;
+  const text = generatedNarrative(
+    `<p><b>${escapeXml(nameOf(resource))}</b>: ${escapeXml(what)}</p>${
+      r.description ? `<p>${escapeXml(r.description)}</p>` : ''
+    }`,
+  );
+  return { resourceType, id, text, ...rest } as unknown as T;
+}
+
+/**
  * Every resource of the package, the ImplementationGuide last: the conformance resources (each
  * StructureDefinition with its snapshot) and the CapabilityStatement. Built once.
  */
@@ -152,8 +172,8 @@ export function packageResources(): Resource[] {
   const defined = conformanceResources().map((r) =>
     r.resourceType === 'StructureDefinition' ? withSnapshot(r as StructureDefinition) : r,
   );
-  const listed = [...defined, packageCapabilityStatement(servedConformanceTypes())];
-  resources = [...listed, implementationGuide(listed)];
+  const listed = [...defined.map(withNarrative), packageCapabilityStatement(servedConformanceTypes())];
+  resources = [...listed, withNarrative(implementationGuide(listed))];
   return resources;
 }
 

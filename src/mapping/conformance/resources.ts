@@ -20,7 +20,7 @@ import { loadMappingTable } from '../mapping-table.js';
 import { allAdapterErrors } from '../response/adapter-errors.js';
 import { EXTENSION_IDS, OUTCOME_SYSTEM, SERVICE_CATEGORY_SYSTEM } from '../response/codes.js';
 import { backportResources } from './backport.js';
-import { conceptMaps } from './concept-maps.js';
+import { conceptMaps, upstreamCodeSystems } from './concept-maps.js';
 import { operationResources } from './operations.js';
 import { profileDefinitions } from './profiles.js';
 import { searchParameterResources } from './search-parameters.js';
@@ -308,6 +308,8 @@ export function conformanceResources(): Resource[] {
     // A ValueSet of all codes, for a code-valued sub-extension bound to it.
     ...tables.filter((t) => t.valueSet).map((t) => valueSetOf(t.id, t.name, t.title, t.description)),
     ...conceptMaps(),
+    // The upstream's systems the ConceptMaps name (issue 43).
+    ...upstreamCodeSystems(common),
     // $submit and $validate (issue 17).
     ...operationResources(common),
     // `serviced` on CoverageEligibilityRequest (issue 26).

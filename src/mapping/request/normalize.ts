@@ -10,15 +10,18 @@ import type { BundleEntry, CoverageEligibilityRequest, Resource } from 'fhir/r4.
 import { PROFILES } from '../../fhir/canonical.js';
 import { list, type SubmitBody } from './submit-body.js';
 import { findBundleEntry } from './references.js';
+import { requestNarrative } from './request-narrative.js';
 
 /** The request to store, from a validated submit body. */
 export function normalizeRequest(body: SubmitBody): CoverageEligibilityRequest {
-  const { id: _id, meta: _meta, resourceType, ...rest } = structuredClone(body.request);
-  // The client's profiles are not this service's claim: the stored request names its own.
+  const { id: _id, meta: _meta, text: _text, resourceType, ...rest } = structuredClone(body.request);
+  // The client's profiles are not this service's claim: the stored request names its own, and
+  // carries the narrative of what is stored (the client's may name the patient).
   const request: CoverageEligibilityRequest = { resourceType, meta: storedRequestMeta(), ...rest };
   if (body.bundle) containBundleResources(request, body.bundle.entries);
   dropUnreferencedContained(request);
-  return request;
+  const { meta, ...fields } = request;
+  return { ...fields, resourceType, meta, text: requestNarrative(request) };
 }
 
 /** meta of a stored request: its profile (docs/validation.md). */

@@ -6,6 +6,7 @@
  */
 import type { CoverageEligibilityResponse, OperationOutcome } from 'fhir/r4.js';
 import type { IssueType } from '../../fhir/outcomes.js';
+import { withOutcomeNarrative } from '../../fhir/outcomes.js';
 import { envelopeSchema, isFinished } from '../../upstream/contract.js';
 import { findAdapterError } from './adapter-errors.js';
 import { outcomeRuleFor, submitOutcome } from './outcome-rules.js';
@@ -53,7 +54,7 @@ function adapterAnswer(cer: CoverageEligibilityResponse): CheckAnswer | null {
       if (!row) continue;
       return {
         status: row.httpStatus,
-        outcome: {
+        outcome: withOutcomeNarrative({
           resourceType: 'OperationOutcome',
           issue: [
             {
@@ -63,7 +64,7 @@ function adapterAnswer(cer: CoverageEligibilityResponse): CheckAnswer | null {
               expression: ['CoverageEligibilityResponse.error'],
             },
           ],
-        },
+        }),
       };
     }
   }

@@ -13,8 +13,10 @@ import type {
   ClaimResponseTotal as Total,
   CoverageEligibilityResponse,
   CoverageEligibilityResponseInsuranceItem as Item,
+  Narrative,
 } from 'fhir/r4.js';
 import { PROFILES } from '../../fhir/canonical.js';
+import { escapeXml, generatedNarrative } from '../../fhir/xhtml.js';
 import type { Share } from './benefit-model.js';
 import { money, shareOf } from './benefit-model.js';
 import type { VisitLine } from './visit-summary.js';
@@ -88,6 +90,26 @@ export function totalsNote(
   return `The copay and benefit totals count only the items with an estimated share; not counted: ${names}, for which the portal's answer gives no figures this estimate can apply. The submitted total is of every item.`;
 }
 
+const cell = (value: number | undefined) =>
+  `<td>${value === undefined ? 'not estimated' : escapeXml(money(value, ESTIMATE_CURRENCY))}</td>`;
+
+/**
+ * The narrative (dom-6): the disposition, then one row per fee (category, fee, the patient's share,
+ * the payer's) and the totals, as the structured items and totals give them.
+ */
+function estimateNarrative(estimates: readonly ItemEstimate[], disposition: string): Narrative {
+  let rows = '';
+  for (const { item, line, share } of estimates)
+    rows += `<tr><td>${escapeXml(`${line.category.display}`)}</td>${cell(item.fee)}${cell(share?.copay)}${cell(share?.benefit)}</tr>`;
+  const counted = estimates.filter((e) => e.share !== undefined);
+  const total = (pick: (s: Share) => number) =>
+    counted.length > 0 ? sum(counted.map((e) => pick(e.share!))) : undefined;
+  rows += `<tr><td><b>Total</b></td>${cell(sum(estimates.map((e) => e.item.fee)))}${cell(total((s) => s.copay))}${cell(total((s) => s.benefit))}</tr>`;
+  return generatedNarrative(
+    `<p>${escapeXml(disposition)}</p><table><tr><th>Service</th><th>Fee</th><th>Patient pays</th><th>Payer pays</th></tr>${rows}</table>`,
+  );
+}
+
 /**
  * The ClaimResponse of an estimate. The notes: per item its sentence first (the page shows it
  * beside the amount), then every assumption behind it; then one for the whole answer (the items
@@ -137,9 +159,11 @@ export function estimateClaimResponse(
   }
   const left = estimates.flatMap((e, index) => (e.share === undefined ? [index] : []));
   if (left.length > 0) note(totalsNote(estimates, left, counted.length));
+  const disposition = `An estimate from the payer portal's answer of ${answerDate(cer)} (CoverageEligibilityResponse/${cer.id ?? ''}), not the payer's adjudication: the payer decides the claim.`;
   return {
     resourceType: 'ClaimResponse',
     meta: { profile: [PROFILES.estimateClaimResponse] },
+    text: estimateNarrative(estimates, disposition),
     status: 'active',
     type: { coding: [{ system: CLAIM_TYPE_SYSTEM, code: 'professional' }] },
     use: 'predetermination',
@@ -147,7 +171,7 @@ export function estimateClaimResponse(
     created,
     insurer: cer.insurer,
     outcome: 'complete',
-    disposition: `An estimate from the payer portal's answer of ${answerDate(cer)} (CoverageEligibilityResponse/${cer.id ?? ''}), not the payer's adjudication: the payer decides the claim.`,
+    disposition,
     item: items,
     total: totals,
     processNote: notes,

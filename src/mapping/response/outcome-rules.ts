@@ -6,6 +6,7 @@
 import type { CoverageEligibilityResponse, OperationOutcome, OperationOutcomeIssue } from 'fhir/r4.js';
 import { z } from 'zod';
 import { loadMappingTable } from '../mapping-table.js';
+import { outcomeNarrative } from '../../fhir/outcomes.js';
 import type { Envelope, EligibilityResult, ResultData } from '../../upstream/contract.js';
 import { isTerminalStatus, parseLooseNumber } from '../../upstream/contract.js';
 import { OUTCOME_SYSTEM, extensionUrl } from './codes.js';
@@ -241,5 +242,5 @@ export function submitOutcome(cer: CoverageEligibilityResponse, rule: OutcomeRul
       diagnostics: `Eligibility service message: ${message}`,
     });
   }
-  return { resourceType: 'OperationOutcome', issue: issues };
+  return { resourceType: 'OperationOutcome', text: outcomeNarrative(issues), issue: issues };
 }
