@@ -13,7 +13,13 @@ import { isAnswered } from '../../checks/store/check-store.js';
 import { isOperationOutcomeError } from '../../fhir/outcomes.js';
 import type { CheckInput } from '../../mapping/types.js';
 import { checkCard, problemCard, scrubberOf, type Card, type CardContext } from './cards.js';
-import { checkInputs, coverageParser, lookupKeys, type HookCheck, type LookupKeys } from './check-input.js';
+import {
+  checkInputs,
+  coverageParser,
+  lookupKeys,
+  type HookCheck,
+  type LookupKeys,
+} from '../../mapping/request/check-input.js';
 import type { GuardedFhirClient } from './fhir-server.js';
 import { patientData } from './prefetch.js';
 import { appointmentsOf, readCdsRequest } from './request.js';
