@@ -80,7 +80,9 @@ async function round() {
 }
 
 let serial = 0;
-async function patient(options: { emiratesId?: string | null; name?: string } = {}): Promise<Patient & { id: string }> {
+async function patient(
+  options: { emiratesId?: string | null; name?: string } = {},
+): Promise<Patient & { id: string }> {
   serial += 1;
   const id = options.emiratesId === undefined ? emiratesId(1988, 4_100_000 + serial) : options.emiratesId;
   const given = options.name ?? `Layla${serial}`;
@@ -92,7 +94,11 @@ async function patient(options: { emiratesId?: string | null; name?: string } = 
     ...(id
       ? {
           identifier: [
-            { type: { coding: [{ system: V2_0203, code: 'NI' }] }, system: 'http://ica.gov.ae/emirates-id', value: id },
+            {
+              type: { coding: [{ system: V2_0203, code: 'NI' }] },
+              system: 'http://ica.gov.ae/emirates-id',
+              value: id,
+            },
           ],
         }
       : {}),
@@ -133,14 +139,17 @@ async function appointment(patientId: string, start = now() + 3 * HOUR + (minute
 
 const keyOf = (id: string, payer?: string) =>
   `${EHR_APPOINTMENT_SYSTEM}|${ehr.fhirBase}/Appointment/${id}${payer ? `/${payer}` : ''}`;
-const booked = (id: string, payer?: string) => h.server.store.appointments.findByKey(TENANT, keyOf(id, payer));
+const booked = (id: string, payer?: string) =>
+  h.server.store.appointments.findByKey(TENANT, keyOf(id, payer));
 
 async function pageRows(startAt: number) {
   const res = await request(h.url)
     .get(`/app/api/appointments?day=${localDay(startAt, 'Asia/Dubai')}`)
     .set(h.auth);
   expect(res.status).toBe(200);
-  return res.body as { rows: { id: string; state: string; source: string; answer: string | null; name: string }[] };
+  return res.body as {
+    rows: { id: string; state: string; source: string; answer: string | null; name: string }[];
+  };
 }
 
 describe('reading the schedule from the EHR', () => {
@@ -243,7 +252,11 @@ describe('reading the schedule from the EHR', () => {
     expect(before).not.toBeNull();
 
     const later = Date.parse(moving.start!) + HOUR;
-    await ehr.update({ ...moving, start: new Date(later).toISOString(), end: new Date(later + 900_000).toISOString() });
+    await ehr.update({
+      ...moving,
+      start: new Date(later).toISOString(),
+      end: new Date(later + 900_000).toISOString(),
+    });
     await ehr.update({ ...cancelling, status: 'cancelled' });
     const r = await patient();
     await coverage(r.id, 'THIQA');

@@ -37,7 +37,10 @@ export async function clientKeyPair(kid = `kid-${randomUUID().slice(0, 8)}`): Pr
 }> {
   const { privateKey, publicKey } = await generateKeyPair('ES384', { extractable: true });
   return {
-    privateJwk: { ...(await exportJWK(privateKey)), kid, alg: 'ES384' } as JWK & { kid: string; alg: 'ES384' },
+    privateJwk: { ...(await exportJWK(privateKey)), kid, alg: 'ES384' } as JWK & {
+      kid: string;
+      alg: 'ES384';
+    },
     publicJwk: { ...(await exportJWK(publicKey)), kid, alg: 'ES384' },
   };
 }
@@ -234,7 +237,11 @@ export async function startFhirEhr(options: FhirEhrOptions): Promise<FhirEhr> {
           const [type, id] = reference.split('/') as [string, string];
           const found = await repo.readResource(type, id).catch(() => undefined);
           if (found)
-            entries.push({ fullUrl: `${origin}/fhir/${reference}`, resource: found as never, search: { mode: 'include' } });
+            entries.push({
+              fullUrl: `${origin}/fhir/${reference}`,
+              resource: found as never,
+              search: { mode: 'include' },
+            });
         }
       }
     }
@@ -245,7 +252,13 @@ export async function startFhirEhr(options: FhirEhrOptions): Promise<FhirEhr> {
       const base = fault === 'next-elsewhere' && options.elsewhere ? options.elsewhere : `${origin}/fhir`;
       links.push({ relation: 'next', url: `${base}${path}?${next}` });
     }
-    send(res, 200, { resourceType: 'Bundle', type: 'searchset', total: bundle.total, link: links, entry: entries });
+    send(res, 200, {
+      resourceType: 'Bundle',
+      type: 'searchset',
+      total: bundle.total,
+      link: links,
+      entry: entries,
+    });
   }
 
   const server: Server = createServer((req, res) => {

@@ -64,7 +64,10 @@ export interface EhrScheduleStore {
     result: { at: number; outcome: RoundOutcome; counts: RoundCounts; problem: string | null },
     nextRunAt: number,
   ): Promise<void>;
-  /** Makes the tenant's next round due now ("Read the schedule now"). */
+  /**
+   * Makes the tenant's next round due now ("Read the schedule now"); a round already due or under
+   * way is that round (pressing twice, or on two replicas, makes one round).
+   */
   dueNow(tenantId: string, now: number): Promise<void>;
   round(tenantId: string): Promise<ScheduleRound | null>;
   /** The tenant's entries of these appointment URLs. */

@@ -82,7 +82,9 @@ export class SqlEhrScheduleStore implements EhrScheduleStore {
       'write',
       one(
         `INSERT INTO ehr_schedule_rounds (id, next_run_at) VALUES ($1, $2)
-         ON CONFLICT (id) DO UPDATE SET next_run_at = excluded.next_run_at`,
+         ON CONFLICT (id) DO UPDATE SET next_run_at = CASE
+           WHEN ehr_schedule_rounds.next_run_at < excluded.next_run_at THEN ehr_schedule_rounds.next_run_at
+           ELSE excluded.next_run_at END`,
         [tenantId, now],
       ),
     );
