@@ -32,6 +32,26 @@ import type { CheckService } from './service.js';
 import type { Store } from './store/appointment-store.js';
 import type { RoundCounts, ScheduleEntry } from './store/ehr-schedule-store.js';
 
+/** Patients read from the EHR at once in a round. */
+const READ_CONCURRENCY = 8;
+
+/** Runs `work` over `items`, at most `limit` at a time. */
+async function eachAtMost<T>(
+  limit: number,
+  items: readonly T[],
+  work: (item: T) => Promise<void>,
+): Promise<void> {
+  let next = 0;
+  const worker = async () => {
+    while (next < items.length) {
+      const item = items[next]!;
+      next += 1;
+      await work(item);
+    }
+  };
+  await Promise.all(Array.from({ length: Math.min(limit, items.length) }, worker));
+}
+
 /** What a round counts, appointment by appointment (metrics). */
 export type ScheduleEvent = 'booked' | 'moved' | 'cancelled' | 'not checked';
 
@@ -73,6 +93,18 @@ export async function readSchedule(context: RoundContext): Promise<Omit<RoundCou
     }
     return data;
   };
+  // The patients of the appointments to book are read a few at a time ahead of the bookings: a
+  // round of many new appointments waits on the EHR's round trips, not on the adapter.
+  const toRead = appointments
+    .filter((a) => BOOKABLE_STATUSES.has(a.status) && !known.get(a.url)?.requestIds.length)
+    .map((a) => a.patientId);
+  await eachAtMost(READ_CONCURRENCY, [...new Set(toRead)], (id) =>
+    dataOf(id).then(
+      () => undefined,
+      // Read again (and thrown) where the appointment needs it.
+      () => undefined,
+    ),
+  );
   const written: ScheduleEntry[] = [];
   const entryOf = (scheduled: ScheduledAppointment, rest: Partial<ScheduleEntry>): ScheduleEntry => ({
     tenantId: tenant.id,

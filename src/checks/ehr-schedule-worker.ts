@@ -114,20 +114,20 @@ export class EhrScheduleWorker {
     return ran;
   }
 
+  /** The tenant's EHR client (its token kept across rounds), and how many requests it has made. */
   private clientOf(tenant: Tenant, settings: EhrSchedule): { client: EhrClient; requests: number } {
-    let held = this.clients.get(tenant.id);
-    if (!held) {
-      const counter = { client: undefined as unknown as EhrClient, requests: 0 };
-      counter.client = new EhrClient(settings, this.deps.http, {
-        now: this.deps.now,
-        onRequest: () => {
-          counter.requests += 1;
-        },
-      });
-      held = counter;
-      this.clients.set(tenant.id, held);
-    }
-    return held;
+    const held = this.clients.get(tenant.id);
+    if (held) return held;
+    const created: { client?: EhrClient; requests: number } = { requests: 0 };
+    created.client = new EhrClient(settings, this.deps.http, {
+      now: this.deps.now,
+      onRequest: () => {
+        created.requests += 1;
+      },
+    });
+    const ready = created as { client: EhrClient; requests: number };
+    this.clients.set(tenant.id, ready);
+    return ready;
   }
 
   private async round(tenant: Tenant, settings: EhrSchedule, startedAt: number): Promise<void> {

@@ -69,6 +69,8 @@ export interface FhirEhr {
   repo: MemoryRepository;
   /** Every request's path and query (token endpoint included), in order. */
   requests: string[];
+  /** The time the EHR took to answer, all requests added up (ms). */
+  busyMs: number;
   /** Token requests granted and refused (with why). */
   tokens: { granted: number; refused: string[] };
   /** Every access token issued (a log must never hold one). */
@@ -264,6 +266,10 @@ export async function startFhirEhr(options: FhirEhrOptions): Promise<FhirEhr> {
   const server: Server = createServer((req, res) => {
     const url = new URL(req.url ?? '/', origin);
     requests.push(`${url.pathname}${url.search}`);
+    const started = performance.now();
+    res.once('finish', () => {
+      ehr.busyMs += performance.now() - started;
+    });
     const handle =
       req.method === 'POST' && url.pathname === '/auth/token'
         ? token(req, res)
@@ -276,7 +282,8 @@ export async function startFhirEhr(options: FhirEhrOptions): Promise<FhirEhr> {
   });
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', () => resolve()));
   origin = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
-  return {
+  const ehr: FhirEhr = {
+    busyMs: 0,
     fhirBase: `${origin}/fhir`,
     tokenEndpoint: `${origin}/auth/token`,
     repo,
@@ -293,4 +300,5 @@ export async function startFhirEhr(options: FhirEhrOptions): Promise<FhirEhr> {
       return new Promise((resolve) => server.close(() => resolve()));
     },
   };
+  return ehr;
 }
