@@ -33,7 +33,7 @@ import type { Store } from './store/appointment-store.js';
 import type { RoundCounts, ScheduleEntry } from './store/ehr-schedule-store.js';
 
 /** Patients read from the EHR at once in a round. */
-const READ_CONCURRENCY = 8;
+const READ_CONCURRENCY = 4;
 
 /** Runs `work` over `items`, at most `limit` at a time. */
 async function eachAtMost<T>(

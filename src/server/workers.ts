@@ -10,7 +10,7 @@ import type { Metrics } from '../metrics.js';
 import { PayerDurationBook } from '../checks/payer-durations.js';
 import { EvidenceWorker } from '../checks/evidence-worker.js';
 import { EhrScheduleWorker } from '../checks/ehr-schedule-worker.js';
-import { EhrHttp } from '../ehr/http.js';
+import { DEFAULT_EHR_LIMITS, EhrHttp } from '../ehr/http.js';
 import { PrevisitWorker } from '../checks/previsit-worker.js';
 import { Scheduler } from '../checks/scheduler.js';
 import { CheckService } from '../checks/service.js';
@@ -146,7 +146,8 @@ export function buildWorkers(context: WorkerContext): Workers {
     batchSize: 100,
     onEvent: metrics.onPrevisit,
   });
-  const ehrHttp = new EhrHttp();
+  // A round is background work: an EHR slow to answer a page of 100 is waited for a while (10 s).
+  const ehrHttp = new EhrHttp({ ...DEFAULT_EHR_LIMITS, timeoutMs: 10_000 });
   const ehrSchedule = new EhrScheduleWorker({
     store,
     checks,
