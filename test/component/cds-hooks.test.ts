@@ -129,7 +129,9 @@ describe('discovery', () => {
 
 describe('appointment-book', () => {
   it('stores each appointment as a request, starts its check and answers at once with one card each', async () => {
-    const start = '2026-12-03T05:30:00Z';
+    // Two days ahead (never a fixed date: it would turn into the past), 09:30 in Dubai.
+    const day = new Date(Date.now() + 2 * 86_400_000).toISOString().slice(0, 10);
+    const start = `${day}T05:30:00Z`;
     const body = hookRequest('appointment-book', {
       appointments: [appointment('a1', start), appointment('a2')],
       patient: { emiratesId: '784-1990-0000001-0' },
@@ -141,8 +143,7 @@ describe('appointment-book', () => {
     const cards = cardsOf(res.body);
     expect(cards).toHaveLength(2);
     expect(cards[0]).toMatchObject({
-      summary:
-        'Eligibility check started for the appointment of 2026-12-03 09:30; re-checked 2 hours before it',
+      summary: `Eligibility check started for the appointment of ${day} 09:30; re-checked 2 hours before it`,
       indicator: 'info',
       source: { label: expect.any(String) },
     });
