@@ -623,7 +623,7 @@ function loadTenants(file: string, env: NodeJS.ProcessEnv): Tenant[] {
             ehrSchedule: {
               fhirBaseUrl: t.ehrSchedule.fhirBaseUrl,
               clientId: t.ehrSchedule.clientId,
-              clientKeys: t.ehrSchedule.clientKeys as EhrSchedule['clientKeys'],
+              clientKeys: t.ehrSchedule.clientKeys,
               scope: t.ehrSchedule.scope,
               everyMinutes: t.ehrSchedule.everyMinutes,
               daysAhead: t.ehrSchedule.daysAhead,

@@ -37,10 +37,7 @@ export async function clientKeyPair(kid = `kid-${randomUUID().slice(0, 8)}`): Pr
 }> {
   const { privateKey, publicKey } = await generateKeyPair('ES384', { extractable: true });
   return {
-    privateJwk: { ...(await exportJWK(privateKey)), kid, alg: 'ES384' } as JWK & {
-      kid: string;
-      alg: 'ES384';
-    },
+    privateJwk: { ...(await exportJWK(privateKey)), kid, alg: 'ES384' },
     publicJwk: { ...(await exportJWK(publicKey)), kid, alg: 'ES384' },
   };
 }
@@ -116,7 +113,7 @@ export async function startFhirEhr(options: FhirEhrOptions): Promise<FhirEhr> {
   const live = new Map<string, number>();
   const seenJti = new Set<string>();
   const faults: { path: string; fault: Fault; times: number }[] = [];
-  const keys = createLocalJWKSet(options.publicJwks as never);
+  const keys = createLocalJWKSet(options.publicJwks);
   let origin = '';
 
   const faultFor = (path: string): Fault | undefined => {
@@ -147,8 +144,8 @@ export async function startFhirEhr(options: FhirEhrOptions): Promise<FhirEhr> {
         currentDate: new Date(now()),
         requiredClaims: ['exp', 'jti'],
       });
-      payload = verified.payload as Record<string, unknown>;
-      header = verified.protectedHeader as Record<string, unknown>;
+      payload = verified.payload;
+      header = verified.protectedHeader;
     } catch (error) {
       return refuse(`assertion: ${(error as Error).message}`);
     }
@@ -293,8 +290,8 @@ export async function startFhirEhr(options: FhirEhrOptions): Promise<FhirEhr> {
     fail(path, fault, times = 1) {
       faults.push({ path, fault, times });
     },
-    create: (resource) => repo.createResource(resource as never) as never,
-    update: (resource) => repo.updateResource(resource as never) as never,
+    create: (resource) => repo.createResource(resource as never),
+    update: (resource) => repo.updateResource(resource as never),
     close() {
       server.closeAllConnections();
       return new Promise((resolve) => server.close(() => resolve()));

@@ -6,7 +6,15 @@ import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { PassThrough } from 'node:stream';
-import type { CdsClient, Config, EhrSchedule, OidcSettings, SmartClient, SmartLaunch, Tenant } from '../../src/config.js';
+import type {
+  CdsClient,
+  Config,
+  EhrSchedule,
+  OidcSettings,
+  SmartClient,
+  SmartLaunch,
+  Tenant,
+} from '../../src/config.js';
 import { hashApiKey } from '../../src/config.js';
 import type { UpstreamPort } from '../../src/upstream/port.js';
 import { createLogger } from '../../src/log.js';
