@@ -109,7 +109,7 @@ async function patient(
 
 async function coverage(
   patientId: string,
-  payer: string | { display: string },
+  payer: string | { display: string } | { reference: string },
   options: { subscriberId?: string; status?: Coverage['status'] } = {},
 ): Promise<Coverage> {
   if (options.subscriberId) secrets.push(options.subscriberId);
@@ -190,7 +190,13 @@ describe('reading the schedule from the EHR', () => {
   it('books one check per payer of the active Coverages, and one from a card number alone', async () => {
     const two = await patient();
     await coverage(two.id, 'DAMAN');
-    await coverage(two.id, 'THIQA');
+    // The second payer as an Organization the Coverage refers to: it comes with the search (_include).
+    const thiqa = await ehr.create({
+      resourceType: 'Organization',
+      name: 'Thiqa',
+      identifier: [{ type: { coding: [{ system: V2_0203, code: 'NIIP' }] }, value: 'THIQA' }],
+    });
+    await coverage(two.id, { reference: `Organization/${thiqa.id}` });
     await coverage(two.id, 'NAS', { status: 'cancelled' });
     const both = await appointment(two.id);
     const card = await patient({ emiratesId: null });
@@ -201,6 +207,7 @@ describe('reading the schedule from the EHR', () => {
     expect((await booked(both.id, 'DAMAN'))?.input.payerCode).toBe('DAMAN');
     expect((await booked(both.id, 'THIQA'))?.input.payerCode).toBe('THIQA');
     expect(await booked(both.id, 'NAS')).toBeNull();
+    expect(ehr.requests.filter((r) => r.startsWith(`/fhir/Organization/`))).toEqual([]);
     const cardBooking = await booked(byCard.id);
     expect(cardBooking?.input.upstream.id_type).not.toBe('EMIRATES_ID');
     expect(cardBooking?.input.patientKey).toContain('DAM-771-0042');
@@ -329,6 +336,15 @@ describe('reading the schedule from the EHR', () => {
     const none = await request(h.url).post('/app/api/ehr-schedule/rounds').set(h.authB);
     expect(none.status).toBe(404);
     expectValidFhir(none.body);
+  });
+
+  it('publishes the public part of its client key at /.well-known/jwks.json', async () => {
+    const res = await request(h.url).get('/.well-known/jwks.json');
+    expect(res.status).toBe(200);
+    const { keys } = JSON.parse(res.text) as { keys: Record<string, unknown>[] };
+    const key = keys.find((k) => k.kid === settings.clientKeys.keys[0]!.kid);
+    expect(key).toMatchObject({ kty: 'EC', crv: 'P-384', alg: 'ES384' });
+    expect(key).not.toHaveProperty('d');
   });
 
   it('writes no patient data and no token to the log', () => {
