@@ -7,50 +7,26 @@
  * no-show or entered-in-error appointment cancels as the PATCH of a stored request does. An
  * appointment seen before, unchanged, costs no read and no write.
  */
-import type { Coverage, Organization, Patient, Resource } from 'fhir/r4.js';
 import type { EhrSchedule, Tenant } from '../config.js';
 import type { EhrClient } from '../ehr/client.js';
-import { EhrError } from '../ehr/http.js';
 import { isOperationOutcomeError } from '../fhir/outcomes.js';
 import type { Logger } from '../log.js';
 import type { PatientData } from '../mapping/request/check-input.js';
+import { eachAtMost, readPatient, READ_CONCURRENCY } from './ehr-patients.js';
 import {
   BOOKABLE_STATUSES,
   bookingsOf,
   CANCELLING_STATUSES,
-  coverageSearch,
   notCheckedReason,
   patientNameOf,
   scheduleOf,
   scheduleSearch,
   type ScheduledAppointment,
 } from '../mapping/request/ehr-schedule.js';
-import { parseLiteralReference, ReferenceResolutionError } from '../mapping/request/resolver.js';
-import type { ReferenceResolver } from '../mapping/request/resolver.js';
 import { localDay, recheckDueAt, servicedStart, type PrevisitEvent } from './previsit.js';
 import type { CheckService } from './service.js';
 import type { Store } from './store/appointment-store.js';
 import type { RoundCounts, ScheduleEntry } from './store/ehr-schedule-store.js';
-
-/** Patients read from the EHR at once in a round. */
-const READ_CONCURRENCY = 4;
-
-/** Runs `work` over `items`, at most `limit` at a time. */
-async function eachAtMost<T>(
-  limit: number,
-  items: readonly T[],
-  work: (item: T) => Promise<void>,
-): Promise<void> {
-  let next = 0;
-  const worker = async () => {
-    while (next < items.length) {
-      const item = items[next]!;
-      next += 1;
-      await work(item);
-    }
-  };
-  await Promise.all(Array.from({ length: Math.min(limit, items.length) }, worker));
-}
 
 /** What a round counts, appointment by appointment (metrics). */
 export type ScheduleEvent = 'booked' | 'moved' | 'cancelled' | 'not checked';
@@ -229,62 +205,4 @@ async function move(
       now,
     );
   }
-}
-
-/**
- * A patient's Patient (the one included with the appointments, else read) and active Coverages
- * with their payers, or why it cannot be read (the EHR refused this one record: 403, 404, 410).
- */
-async function readPatient(
-  client: EhrClient,
-  id: string,
-  included: Patient | undefined,
-  base: string,
-): Promise<PatientData | { unreadable: string }> {
-  try {
-    const patient = included ?? ((await client.read('Patient', id)) as Patient);
-    const found = await client.search('Coverage', coverageSearch(id));
-    const coverages = found
-      .map((f) => f.resource)
-      .filter((r): r is Coverage => r.resourceType === 'Coverage' && (r as Coverage).status === 'active');
-    const organizations = found
-      .map((f) => f.resource)
-      .filter((r): r is Organization => r.resourceType === 'Organization');
-    return { patient, coverages, organizations, resolver: resolverOf(client, base) };
-  } catch (error) {
-    if (error instanceof EhrError && [403, 404, 410].includes(error.status ?? 0))
-      return { unreadable: "the EHR did not give the patient's record" };
-    throw error;
-  }
-}
-
-/** Literal references (a Coverage's payor `Organization/7`) read under the EHR's base, once each. */
-function resolverOf(client: EhrClient, base: string): ReferenceResolver {
-  const seen = new Map<string, Promise<Resource>>();
-  return {
-    resolve(reference) {
-      let found = seen.get(reference);
-      if (!found) {
-        found = (async () => {
-          const target = parseLiteralReference(reference, base);
-          try {
-            return await client.read(target.resourceType, target.id);
-          } catch (error) {
-            if (!(error instanceof EhrError)) throw error;
-            const reason =
-              error.status === 404 || error.status === 410
-                ? 'not-found'
-                : error.reason === 'timeout'
-                  ? 'timeout'
-                  : error.reason === 'unreachable'
-                    ? 'unreachable'
-                    : 'server-error';
-            throw new ReferenceResolutionError(reason, reference, error.message, error.status);
-          }
-        })();
-        seen.set(reference, found);
-      }
-      return found;
-    },
-  };
 }
