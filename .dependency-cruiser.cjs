@@ -13,7 +13,7 @@
  * Beside them: sandbox/ (its own program: it imports no layer) and admin/ (the operator command:
  * it uses the store, nothing above it).
  */
-const ground = '^src/(fhir|upstream)/|^src/(config|log)\\.ts$';
+const ground = '^src/(fhir|upstream|ehr)/|^src/(config|log)\\.ts$';
 const mapping = '^src/mapping/';
 const checks = '^src/checks/';
 const notifications = '^src/notifications/';

@@ -1,7 +1,9 @@
 /**
  * The Appointments section (docs/previsit.md): the appointments of a chosen day (default today in
  * the clinic's time zone), one row each with its time, the patient's name as given, the payer and
- * its state in words, each opening its latest answer in the result section. On a narrow screen
+ * its state in words (`Not checked: <reason>` for one read from the EHR's schedule that could not
+ * be checked), where it came from when the row does not say (`EHR schedule`, `CDS hook`), each
+ * opening its latest answer in the result section. On a narrow screen
  * each row is a card of `column: value` lines (style.css); an empty day shows only its sentence.
  */
 import { call, outcomeText } from './api.js';
@@ -41,18 +43,23 @@ export async function loadAppointments(open) {
   body.replaceChildren(
     ...rows.map((row) => {
       const tr = document.createElement('tr');
-      const button = el('button', {
-        text: 'Open',
-        type: 'button',
-        'aria-label': `Open the answer for ${row.time}`,
-      });
-      button.addEventListener('click', () => open(row.answer));
-      const action = el('td', { class: 'action' }, button);
+      // An appointment not checked has no answer to open: its state says why.
+      let action = el('td', { class: 'action' });
+      if (row.answer) {
+        const button = el('button', {
+          text: 'Open',
+          type: 'button',
+          'aria-label': `Open the answer for ${row.time}`,
+        });
+        button.addEventListener('click', () => open(row.answer));
+        action = el('td', { class: 'action' }, button);
+      }
       tr.append(
         cell('Time', row.time),
         isolated('Patient', row.name),
         isolated('Payer', row.payer),
         cell('State', row.state),
+        cell('From', row.source ?? ''),
         action,
       );
       return tr;

@@ -6,6 +6,7 @@
 import { call, endSession, fetchRaw, outcomeText, pathOf, readSession, session } from './api.js';
 import { loadAppointments, startAppointments } from './appointments.js';
 import { setTimeZone, when } from './clock.js';
+import { showEhrSchedule, startEhrSchedule } from './ehr-schedule.js';
 import { $, bdi, el } from './dom.js';
 import { emiratesIdProblem, PROBLEM_TEXT } from './emirates-id.js';
 import { loadLaunchContext, servicedOf, showLaunch } from './launch.js';
@@ -592,7 +593,8 @@ async function loadOperator() {
     $('operator-note').textContent = outcomeText(view.json, view.status);
     return;
   }
-  const { guards, stuck, queues } = view.json;
+  const { guards, stuck, queues, ehrSchedule } = view.json;
+  showEhrSchedule(ehrSchedule ?? null);
   $('guards').replaceChildren(
     table(
       'Open guards table',
@@ -695,6 +697,7 @@ function start() {
   });
   $('recent-outcome').addEventListener('change', () => void loadRecent());
   $('operator-refresh').addEventListener('click', () => void loadOperator());
+  startEhrSchedule(loadOperator, signOut);
   // A link followed in a tab where the page is already open only changes the hash: open it too
   // (signed out, sign-in opens it).
   window.addEventListener('hashchange', () => {

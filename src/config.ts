@@ -54,7 +54,28 @@ export interface Tenant {
    * the default), or let through with a warning (`warn`). docs/request-mapping.md.
    */
   emiratesIdCheckDigit?: 'warn';
+  /** The schedule read from the EHR's FHIR API (docs/ehr-schedule.md); absent = not read. */
+  ehrSchedule?: EhrSchedule;
 }
+
+/**
+ * Reading a clinic's schedule from its EHR's FHIR API as a SMART Backend Services client
+ * (docs/ehr-schedule.md): where, as whom, how often and how far ahead.
+ */
+export interface EhrSchedule {
+  /** https, or http to a loopback address; no trailing slash. */
+  fhirBaseUrl: string;
+  clientId: string;
+  /** Private keys (RS384 or ES384), each with its kid; the first signs. */
+  clientKeys: { keys: (Record<string, unknown> & { kid: string; alg: 'RS384' | 'ES384' })[] };
+  scope: string;
+  everyMinutes: number;
+  daysAhead: number;
+  /** Extra search parameters of the Appointment search (`location=Location/12`), as pairs. */
+  search: [string, string][];
+}
+
+export const DEFAULT_EHR_SCHEDULE_SCOPE = 'system/Appointment.rs system/Patient.rs system/Coverage.rs';
 
 /**
  * A tenant's OpenID Connect provider, the page's client at it, and which ID token claim carries
@@ -413,6 +434,30 @@ const smartLaunchKey = jwkSchema.extend({
   d: z.string().min(1, 'clientKeys must be private keys'),
 });
 
+/** The search parameters the adapter sets itself: `search` may not change them. */
+const OWN_SEARCH_PARAMETERS = new Set(['date', '_count', '_include', '_sort', '_elements', '_summary']);
+
+const ehrScheduleSchema = z.object({
+  fhirBaseUrl: ehrFhirBase,
+  clientId: z.string().min(1).max(256),
+  clientKeys: z.object({ keys: z.array(smartLaunchKey).min(1) }),
+  scope: z
+    .string()
+    .max(1000)
+    .refine((v) => v.split(' ').every((s) => /^[\x21-\x7e]+$/.test(s)), 'scope: space-separated scopes')
+    .default(DEFAULT_EHR_SCHEDULE_SCOPE),
+  everyMinutes: z.number().min(0.05).max(1440).default(15),
+  daysAhead: z.number().int().min(1).max(31).default(2),
+  search: z
+    .string()
+    .max(1000)
+    .refine((v) => {
+      const names = [...new URLSearchParams(v).keys()];
+      return names.every((n) => n.length > 0 && !OWN_SEARCH_PARAMETERS.has(n));
+    }, 'search: name=value pairs joined by &, not date, _count or _include (the adapter sets those)')
+    .default(''),
+});
+
 const smartLaunchSchema = z.object({
   fhirBaseUrls: z.array(ehrFhirBase).min(1).max(20),
   clientId: z.string().min(1).max(256),
@@ -480,6 +525,7 @@ const tenantsSchema = (env: NodeJS.ProcessEnv) =>
           emiratesIdCheckDigit: z
             .enum(['refuse', 'warn'], 'emiratesIdCheckDigit must be "refuse" or "warn"')
             .default('refuse'),
+          ehrSchedule: ehrScheduleSchema.optional(),
         }),
       )
       .min(1),
@@ -572,6 +618,19 @@ function loadTenants(file: string, env: NodeJS.ProcessEnv): Tenant[] {
           }
         : {}),
       ...(t.oidc ? { oidc: oidcSettings(t.oidc) } : {}),
+      ...(t.ehrSchedule
+        ? {
+            ehrSchedule: {
+              fhirBaseUrl: t.ehrSchedule.fhirBaseUrl,
+              clientId: t.ehrSchedule.clientId,
+              clientKeys: t.ehrSchedule.clientKeys,
+              scope: t.ehrSchedule.scope,
+              everyMinutes: t.ehrSchedule.everyMinutes,
+              daysAhead: t.ehrSchedule.daysAhead,
+              search: [...new URLSearchParams(t.ehrSchedule.search)],
+            },
+          }
+        : {}),
     };
   });
 }

@@ -26,6 +26,10 @@ export interface Metrics {
   cds: CdsMetrics;
   /** Evidence (docs/evidence.md): documents kept, not kept, retried; bytes; time to kept. */
   onEvidence: (event: EvidenceEvent) => void;
+  /** The EHR's schedule (docs/ehr-schedule.md): rounds by outcome. */
+  onEhrScheduleRound: (tenantId: string, outcome: string) => void;
+  /** The EHR's schedule: appointments booked, moved, cancelled, not checked. */
+  onEhrScheduleEvent: (tenantId: string, event: string) => void;
 }
 
 /** CDS Hooks: calls per service and outcome, cards per indicator, feedback per outcome. */
@@ -204,6 +208,19 @@ export function createMetrics(store: CheckStore): Metrics {
     registers: [registry],
   });
 
+  const scheduleRounds = new client.Counter({
+    name: 'ehr_schedule_rounds_total',
+    help: "Rounds of reading a clinic's schedule from its EHR, by tenant and outcome (ok, ehr-unavailable, ehr-refused, ehr-garbage, failed)",
+    labelNames: ['tenant', 'outcome'] as const,
+    registers: [registry],
+  });
+  const scheduleAppointments = new client.Counter({
+    name: 'ehr_schedule_appointments',
+    help: "Appointments read from the EHR's schedule, by tenant and what was done: booked, moved, cancelled, not checked",
+    labelNames: ['tenant', 'result'] as const,
+    registers: [registry],
+  });
+
   const timed = async <T>(endpoint: string, call: () => Promise<UpstreamResult<T>>) => {
     const end = upstreamCalls.startTimer({ endpoint });
     const result = await call();
@@ -222,6 +239,12 @@ export function createMetrics(store: CheckStore): Metrics {
     onPrevisit(event) {
       if (event.type === 'checkin-reused') checkinsReused.inc({ tenant: event.tenantId });
       else rechecks.inc({ tenant: event.tenantId, result: RECHECK_RESULTS[event.type] });
+    },
+    onEhrScheduleRound(tenantId, outcome) {
+      scheduleRounds.inc({ tenant: tenantId, outcome });
+    },
+    onEhrScheduleEvent(tenantId, event) {
+      scheduleAppointments.inc({ tenant: tenantId, result: event });
     },
     onEvidence(event) {
       if (event.type === 'kept') {

@@ -16,6 +16,7 @@ import type { Scheduler } from './checks/scheduler.js';
 import type { CheckService } from './checks/service.js';
 import type { PrevisitWorker } from './checks/previsit-worker.js';
 import type { EvidenceWorker } from './checks/evidence-worker.js';
+import type { EhrScheduleWorker } from './checks/ehr-schedule-worker.js';
 import type { Store } from './checks/store/appointment-store.js';
 import type { UpstreamPort } from './upstream/port.js';
 import type { UpstreamClient } from './upstream/client.js';
@@ -46,6 +47,8 @@ export interface RunningServer {
   notifications: DeliveryWorker;
   /** Keeps the documents of final answers (docs/evidence.md). */
   evidence: EvidenceWorker;
+  /** Reads each clinic's schedule from its EHR (docs/ehr-schedule.md). */
+  ehrSchedule: EhrScheduleWorker;
   upstreamUrl: string;
   /** The audit trail (record() from other routes; flush() in tests). */
   audit: AuditTrail;
@@ -110,6 +113,7 @@ export async function startServer(
     checks,
     security,
     wakeNotifications: () => workers.notifications.wake(),
+    ehrSchedule: workers.ehrSchedule,
     version: VERSION,
   });
   server.on('request', http.handle);
@@ -126,6 +130,7 @@ export async function startServer(
     previsit: workers.previsit,
     notifications: workers.notifications,
     evidence: workers.evidence,
+    ehrSchedule: workers.ehrSchedule,
     upstreamUrl: upstream.url,
     audit: security.audit,
     readLane: http.readLane,

@@ -71,6 +71,7 @@ export const AUDIT_OPERATIONS = [
   'recent-names',
   'smart-launch',
   'launch-context',
+  'ehr-schedule-read',
   // A CDS Hooks call and its feedback, named after the service (docs/cds-hooks.md).
   'cds:eligibility-appointment-book',
   'cds:eligibility-patient-view',

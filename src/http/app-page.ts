@@ -21,6 +21,8 @@ import {
   visitTypeOptions,
 } from '../operations/front-desk.js';
 import type { AuditTrail } from '../checks/audit.js';
+import type { ScheduleRound } from '../checks/store/ehr-schedule-store.js';
+import { scheduleView } from '../operations/ehr-schedule-view.js';
 import { OperationOutcomeError, outcome } from '../fhir/outcomes.js';
 import type { FhirRoutes } from './fhir-routes.js';
 import { authenticate } from './middleware.js';
@@ -73,6 +75,14 @@ export interface AppPageDeps {
   signIn?: (router: Router) => void;
   /** GET /app/api/launch-context: what a SMART launch opened the page on (docs/smart-launch.md). */
   launchContext?: RequestHandler;
+  /** The EHR's schedule (docs/ehr-schedule.md): its last round, and a round now. */
+  ehrSchedule?: EhrScheduleControl;
+}
+
+/** What the page asks of the worker that reads the EHR's schedule. */
+export interface EhrScheduleControl {
+  readNow(tenantId: string): Promise<void>;
+  lastRound(tenantId: string): Promise<ScheduleRound | null>;
 }
 
 const PAYER = /^[A-Za-z0-9][A-Za-z0-9 ._-]{0,63}$/;
@@ -170,7 +180,29 @@ export function appPageRouter(deps: AppPageDeps): Router {
     audited(deps.audit, { action: 'R', interaction: 'read', operation: 'operator-view' }),
     requireOperator,
     async (_req, res) => {
-      res.json(await operatorView(deps.store, res.locals.tenant as Tenant, deps.now()));
+      const tenant = res.locals.tenant as Tenant;
+      const round =
+        tenant.ehrSchedule && deps.ehrSchedule ? await deps.ehrSchedule.lastRound(tenant.id) : null;
+      res.json({
+        ...(await operatorView(deps.store, tenant, deps.now())),
+        ehrSchedule: scheduleView(tenant, round),
+      });
+    },
+  );
+  // "Read the schedule now" (docs/ehr-schedule.md): the clinic's next round is due at once.
+  api.post(
+    '/ehr-schedule/rounds',
+    audited(deps.audit, { action: 'E', interaction: 'operation', operation: 'ehr-schedule-read' }),
+    requireOperator,
+    async (_req, res) => {
+      const tenant = res.locals.tenant as Tenant;
+      if (!tenant.ehrSchedule || !deps.ehrSchedule)
+        throw new OperationOutcomeError(
+          outcome('not-found', 'This clinic does not read its schedule from an EHR (no ehrSchedule)'),
+          404,
+        );
+      await deps.ehrSchedule.readNow(tenant.id);
+      res.status(202).json({ status: 'started' });
     },
   );
   // The appointments of a day (docs/previsit.md); `day` YYYY-MM-DD, default today in the clinic's zone.

@@ -15,6 +15,7 @@ import { validateFhir } from '../fhir/validator.js';
 import type { EventFilter, StoredSubscription } from '../checks/store/subscription-store.js';
 import { ELIGIBILITY_FINAL_TOPIC } from '../checks/store/subscription-store.js';
 import { EXT, SUBSCRIPTION_PROFILE, type PayloadContent } from './bundles.js';
+import { endpointAllowed } from '../ehr/addresses.js';
 
 /** What a notification carries by default (the IG: id-only is the baseline). */
 export const DEFAULT_CONTENT: PayloadContent = 'id-only';
@@ -91,34 +92,8 @@ export function channelOf(resource: Subscription): Channel {
   };
 }
 
-/** An encoded slash or backslash, or a path segment that is a dot segment once decoded. */
-const ENCODED_TRAVERSAL = /%2f|%5c|(^|\/)(\.|%2e){1,2}(\/|$)/i;
-
-/**
- * Whether the endpoint is under one of the tenant's prefixes: same scheme, host and port, and the
- * path starts with the prefix's path at a segment boundary (compared as parsed URLs, so
- * `https://ehr.example.org` does not admit `https://ehr.example.org.evil.test/`, and
- * `https://h/hooks` admits `https://h/hooks/x` but not `https://h/hooksevil`); no credentials in
- * the URL, and no encoded slash, backslash or dot segment in its path (which a server behind the
- * endpoint could decode into a path outside the prefix).
- */
-export function endpointAllowed(endpoint: string, prefixes: readonly string[]): boolean {
-  let url: URL;
-  try {
-    url = new URL(endpoint);
-  } catch {
-    return false;
-  }
-  if (!/^https?:$/.test(url.protocol) || url.username || url.password) return false;
-  if (ENCODED_TRAVERSAL.test(url.pathname)) return false;
-  return prefixes.some((prefix) => {
-    const allowed = new URL(prefix);
-    if (allowed.origin !== url.origin || !url.href.startsWith(allowed.href)) return false;
-    if (allowed.pathname.endsWith('/')) return url.pathname.startsWith(allowed.pathname);
-    const rest = url.pathname.slice(allowed.pathname.length);
-    return url.pathname.startsWith(allowed.pathname) && (rest === '' || rest.startsWith('/'));
-  });
-}
+/** Moved to the EHR client's floor (src/ehr/addresses.ts), where every outside address is checked. */
+export { endpointAllowed };
 
 /**
  * Reads a Subscription a client POSTs. Invalid FHIR: 400 with the validator's issues; valid FHIR

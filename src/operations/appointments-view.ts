@@ -14,6 +14,7 @@ import { dayBounds, localDay, localTime, type PrevisitSettings } from '../checks
 import type { Appointment, Store } from '../checks/store/appointment-store.js';
 import type { Tenant } from '../config.js';
 import { badRequest } from '../fhir/outcomes.js';
+import { CDS_APPOINTMENT_SYSTEM, EHR_APPOINTMENT_SYSTEM } from '../mapping/request/check-input.js';
 
 export interface AppointmentRow {
   id: string;
@@ -22,9 +23,20 @@ export interface AppointmentRow {
   name: string;
   payer: string;
   state: string;
-  /** The latest answer's path (/fhir/CoverageEligibilityResponse/{id}). */
-  answer: string;
+  /**
+   * Where the appointment came from when the row alone does not say: `EHR schedule` (read from the
+   * EHR's FHIR API, docs/ehr-schedule.md), `CDS hook`, or '' (a `$submit` or batch of the EHR).
+   */
+  source: string;
+  /** The latest answer's path (/fhir/CoverageEligibilityResponse/{id}); null when not checked. */
+  answer: string | null;
 }
+
+/** The source of an appointment by its request identifier's system (check-input.ts). */
+const SOURCES: Readonly<Record<string, string>> = {
+  [EHR_APPOINTMENT_SYSTEM]: 'EHR schedule',
+  [CDS_APPOINTMENT_SYSTEM]: 'CDS hook',
+};
 
 const DAY = /^\d{4}-\d{2}-\d{2}$/;
 
@@ -72,20 +84,37 @@ export async function appointmentsView(
   const { timeZone } = settings;
   if (day !== undefined && !DAY.test(day)) throw badRequest('day is a date YYYY-MM-DD', 'day');
   const chosen = day ?? localDay(now, timeZone);
-  const found = await store.appointments.search(tenant.id, [dayBounds(chosen, timeZone)], 500);
-  const rows: AppointmentRow[] = [];
+  const bounds = dayBounds(chosen, timeZone);
+  const found = await store.appointments.search(tenant.id, [bounds], 500);
+  const rows: (AppointmentRow & { at: number })[] = [];
   for (const appointment of found) {
     const latestId = appointment.recheckId ?? appointment.bookingCheckId;
     const latest = await store.get(tenant.id, latestId);
     const request = appointment.input.request;
     rows.push({
       id: appointment.id,
+      at: appointment.startAt,
       time: localTime(appointment.startAt, timeZone),
       name: nameOf(request),
       payer: payerOf(request, appointment.input.payerCode),
       state: stateInWords(appointment, request, latest?.cer ?? null, timeZone),
+      source: SOURCES[request.identifier?.[0]?.system ?? ''] ?? '',
       answer: `/fhir/CoverageEligibilityResponse/${latestId}`,
     });
   }
-  return { day: chosen, timeZone, rows };
+  // Appointments read from the EHR that could not be checked: listed, never left out in silence.
+  if (tenant.ehrSchedule)
+    for (const entry of await store.ehrSchedule.notChecked(tenant.id, bounds.from, bounds.before))
+      rows.push({
+        id: entry.appointmentUrl,
+        at: entry.startAt,
+        time: localTime(entry.startAt, timeZone),
+        name: entry.patientName ?? '',
+        payer: '',
+        state: `Not checked: ${entry.reason ?? ''}`,
+        source: 'EHR schedule',
+        answer: null,
+      });
+  rows.sort((a, b) => a.at - b.at);
+  return { day: chosen, timeZone, rows: rows.map(({ at: _at, ...row }) => row) };
 }

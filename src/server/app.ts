@@ -10,7 +10,8 @@ import type { Metrics } from '../metrics.js';
 import type { CheckService } from '../checks/service.js';
 import type { Store } from '../checks/store/appointment-store.js';
 import { createApp } from '../http/app.js';
-import { alreadyAuthenticated, appPageRouter } from '../http/app-page.js';
+import { alreadyAuthenticated, appPageRouter, type EhrScheduleControl } from '../http/app-page.js';
+import { jwksRoute } from '../http/jwks-route.js';
 import { Sessions } from '../http/sessions.js';
 import { launchContextRoute, smartLaunchRoutes } from '../http/smart-launch.js';
 import { oidcRoutes } from '../http/oidc.js';
@@ -47,6 +48,8 @@ export interface HttpContext {
   security: Security;
   /** Wakes the delivery of subscription notifications (a Subscription was written). */
   wakeNotifications: () => void;
+  /** Reads each clinic's schedule from its EHR: the operator's "read now" and last round. */
+  ehrSchedule?: EhrScheduleControl;
   version: string;
   baseUrl: string;
   now: () => number;
@@ -121,6 +124,7 @@ export function buildHttp(context: HttpContext): HttpSide {
     observe,
     extraRoutes: (express) => {
       metricsRoute(metrics, config.metricsToken)(express);
+      jwksRoute(config.tenants)(express);
       security.routes(express);
     },
     corsOrigins: config.corsOrigins,
@@ -140,6 +144,7 @@ export function buildHttp(context: HttpContext): HttpSide {
         router.use(smartLaunchRoutes({ tenants: config.tenants, sessions, store, baseUrl, audit }));
       },
       launchContext: launchContextRoute(store),
+      ...(context.ehrSchedule ? { ehrSchedule: context.ehrSchedule } : {}),
     }),
     fhir: fhirRoutes(fhirDeps),
   });

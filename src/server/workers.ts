@@ -9,6 +9,8 @@ import type { Logger } from '../log.js';
 import type { Metrics } from '../metrics.js';
 import { PayerDurationBook } from '../checks/payer-durations.js';
 import { EvidenceWorker } from '../checks/evidence-worker.js';
+import { EhrScheduleWorker } from '../checks/ehr-schedule-worker.js';
+import { DEFAULT_EHR_LIMITS, EhrHttp } from '../ehr/http.js';
 import { PrevisitWorker } from '../checks/previsit-worker.js';
 import { Scheduler } from '../checks/scheduler.js';
 import { CheckService } from '../checks/service.js';
@@ -24,6 +26,8 @@ export interface Workers {
   notifications: DeliveryWorker;
   /** Keeps the documents of final answers (docs/evidence.md). */
   evidence: EvidenceWorker;
+  /** Reads the schedule of each clinic with an ehrSchedule from its EHR (docs/ehr-schedule.md). */
+  ehrSchedule: EhrScheduleWorker;
   start(): void;
   stop(): Promise<void>;
 }
@@ -142,19 +146,42 @@ export function buildWorkers(context: WorkerContext): Workers {
     batchSize: 100,
     onEvent: metrics.onPrevisit,
   });
+  // A round is background work: an EHR slow to answer a page of 100 is waited for a while (10 s).
+  const ehrHttp = new EhrHttp({ ...DEFAULT_EHR_LIMITS, timeoutMs: 10_000 });
+  const ehrSchedule = new EhrScheduleWorker({
+    store,
+    checks,
+    tenants: config.tenants,
+    http: ehrHttp,
+    logger,
+    owner,
+    now,
+    clock: context.injectedClock ? () => Promise.resolve(now()) : () => store.appointments.clock(),
+    // A round of a large schedule reads for a while: its lease outlasts it, or another replica
+    // would take the same round.
+    leaseMs: Math.max(config.leaseMs, 5 * 60_000),
+    idleMs: 1000,
+    onRound: metrics.onEhrScheduleRound,
+    onEvent: metrics.onEhrScheduleEvent,
+    onPrevisit: metrics.onPrevisit,
+  });
   return {
     scheduler,
     checks,
     previsit,
     notifications,
     evidence,
+    ehrSchedule,
     start() {
       scheduler.start();
       notifications.start();
       previsit.start();
       evidence.start();
+      ehrSchedule.start();
     },
     async stop() {
+      await ehrSchedule.stop();
+      await ehrHttp.close();
       await previsit.stop();
       await scheduler.stop();
       await notifications.stop();

@@ -6,7 +6,15 @@ import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { PassThrough } from 'node:stream';
-import type { CdsClient, Config, OidcSettings, SmartClient, SmartLaunch, Tenant } from '../../src/config.js';
+import type {
+  CdsClient,
+  Config,
+  EhrSchedule,
+  OidcSettings,
+  SmartClient,
+  SmartLaunch,
+  Tenant,
+} from '../../src/config.js';
 import { hashApiKey } from '../../src/config.js';
 import type { UpstreamPort } from '../../src/upstream/port.js';
 import { createLogger } from '../../src/log.js';
@@ -84,6 +92,8 @@ export interface HarnessOptions {
   evidenceRetryMs?: number;
   /** Tenants that let a wrong Emirates ID check digit through with a warning. */
   emiratesIdCheckDigit?: { a?: 'warn'; b?: 'warn' };
+  /** clinic-a's schedule read from an EHR (docs/ehr-schedule.md). */
+  ehrSchedule?: { a?: EhrSchedule };
 }
 
 export interface Harness {
@@ -122,6 +132,7 @@ export function testConfig(upstreamUrl: string, options: HarnessOptions = {}): C
         ...(options.oidc?.a ? { oidc: options.oidc.a } : {}),
         ...(options.smartLaunch?.a ? { smartLaunch: options.smartLaunch.a } : {}),
         ...(options.emiratesIdCheckDigit?.a ? { emiratesIdCheckDigit: options.emiratesIdCheckDigit.a } : {}),
+        ...(options.ehrSchedule?.a ? { ehrSchedule: options.ehrSchedule.a } : {}),
       },
       {
         ...tenant('clinic-b', TENANT_B_KEY, options.maxInFlight ?? 3, options.reuseWindowMinutes ?? 0),

@@ -66,6 +66,47 @@ describe('loadConfig', () => {
       ).toThrow(ConfigError);
   });
 
+  it('ehrSchedule: defaults, the search parameters as pairs; refusals', () => {
+    const env = { CLINIC_A_KEY: 'k', UPSTREAM_BASE_URL: 'https://u.example/v2/api-integration-v3' };
+    const key = { kty: 'EC', crv: 'P-384', x: 'x', y: 'y', d: 'd', kid: 'k1', alg: 'ES384' };
+    const schedule = {
+      fhirBaseUrl: 'https://ehr.example.org/fhir/',
+      clientId: 'adapter',
+      clientKeys: { keys: [key] },
+    };
+    const load = (value: unknown) =>
+      loadConfig({ ...env, TENANTS_FILE: tenantsFile({ tenants: [{ ...tenant, ehrSchedule: value }] }) });
+    expect(load(schedule).tenants[0]?.ehrSchedule).toEqual({
+      fhirBaseUrl: 'https://ehr.example.org/fhir',
+      clientId: 'adapter',
+      clientKeys: { keys: [key] },
+      scope: 'system/Appointment.rs system/Patient.rs system/Coverage.rs',
+      everyMinutes: 15,
+      daysAhead: 2,
+      search: [],
+    });
+    expect(
+      load({ ...schedule, search: 'location=Location/12&actor=Practitioner/7' }).tenants[0]?.ehrSchedule
+        ?.search,
+    ).toEqual([
+      ['location', 'Location/12'],
+      ['actor', 'Practitioner/7'],
+    ]);
+    expect(
+      load({ ...schedule, fhirBaseUrl: 'http://127.0.0.1:8081/fhir' }).tenants[0]?.ehrSchedule?.fhirBaseUrl,
+    ).toBe('http://127.0.0.1:8081/fhir');
+    for (const [name, bad] of [
+      ['http to another host', { ...schedule, fhirBaseUrl: 'http://ehr.example.org/fhir' }],
+      ['a public key', { ...schedule, clientKeys: { keys: [{ ...key, d: undefined }] } }],
+      ['another algorithm', { ...schedule, clientKeys: { keys: [{ ...key, alg: 'HS256' }] } }],
+      ['date in search', { ...schedule, search: 'date=ge2020-01-01' }],
+      ['_count in search', { ...schedule, search: '_count=5' }],
+      ['everyMinutes 0', { ...schedule, everyMinutes: 0 }],
+      ['daysAhead 0', { ...schedule, daysAhead: 0 }],
+    ] as const)
+      expect(() => load(bad), name).toThrow(/ehrSchedule/);
+  });
+
   it('cdsClients: iss, jwks or jwksUrl, fhirServers prefixes; refusals', () => {
     const env = { CLINIC_A_KEY: 'k', UPSTREAM_BASE_URL: 'https://u.example/v2/api-integration-v3' };
     const jwks = { keys: [{ kty: 'EC', crv: 'P-384', x: 'x', y: 'y' }] };

@@ -8,6 +8,7 @@ import type { CheckInput } from '../../mapping/types.js';
 import type { Check, CheckStore, DateRange, NewCheck } from './check-store.js';
 import type { SessionStore } from './session-store.js';
 import type { EvidenceStore } from './evidence-store.js';
+import type { EhrScheduleStore } from './ehr-schedule-store.js';
 
 /**
  * The check store with its appointments and evidence, in the same database (what openStore returns). Apart
@@ -18,6 +19,8 @@ export type Store = CheckStore & {
   readonly sessions: SessionStore;
   /** The kept documents of final answers (evidence-store.ts). */
   readonly evidence: EvidenceStore;
+  /** What reading the EHR's schedule keeps (ehr-schedule-store.ts). */
+  readonly ehrSchedule: EhrScheduleStore;
 };
 
 /**
@@ -107,6 +110,19 @@ export interface AppointmentStore {
     request: CoverageEligibilityRequest,
     now: number,
   ): Promise<{ appointment: Appointment | null; previous: AppointmentState | null } | null>;
+  /**
+   * Moves an appointment to a new start (the EHR's schedule moved it, docs/ehr-schedule.md): its
+   * start, its re-check's due time and its request (as stored, and in the check of the same id),
+   * in one transaction; a re-check already run or skipped is pending again (the answer it gave
+   * was for the old time). A cancelled appointment is left as it is. The appointment as now
+   * stored, or null when the tenant has none of that id.
+   */
+  move(
+    tenantId: string,
+    id: string,
+    to: { startAt: number; dueAt: number; request: CoverageEligibilityRequest },
+    now: number,
+  ): Promise<Appointment | null>;
   /** A tenant's appointments whose start is in every range, by start time, at most `count`. */
   search(tenantId: string, starts: DateRange[], count: number): Promise<Appointment[]>;
   /**

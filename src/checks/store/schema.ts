@@ -306,6 +306,37 @@ const MIGRATIONS: readonly Migration[] = [
     created_at ${t.bigint} NOT NULL
   )`,
   ],
+  // 19: taken by the desk-first queue columns (issue 41, another branch); empty here so that this
+  // list keeps its numbers when the two are merged (the merge puts that migration in this place).
+  () => [],
+  // 20 (issue 42, docs/ehr-schedule.md): the EHR's schedule. Per tenant, one row of its rounds
+  // (when the next is due, the lease that gives a round to one replica, how the last went); per
+  // appointment read from the EHR, what it was when last read (start, status), the stored requests
+  // booked for it, or why it could not be checked (listed on the page, by its start).
+  (t) => [
+    `CREATE TABLE ehr_schedule_rounds (
+    id TEXT PRIMARY KEY,
+    next_run_at ${t.bigint} NOT NULL,
+    lease_owner TEXT,
+    lease_until ${t.bigint},
+    last_at ${t.bigint},
+    last_outcome TEXT,
+    last_counts ${t.json},
+    last_problem TEXT
+  )`,
+    `CREATE TABLE ehr_schedule_entries (
+    tenant_id TEXT NOT NULL,
+    appointment_url TEXT NOT NULL,
+    start_at ${t.bigint} NOT NULL,
+    status TEXT NOT NULL,
+    request_ids ${t.json} NOT NULL,
+    reason TEXT,
+    patient_name TEXT,
+    updated_at ${t.bigint} NOT NULL,
+    PRIMARY KEY (tenant_id, appointment_url)
+  )`,
+    'CREATE INDEX ehr_schedule_entries_start_idx ON ehr_schedule_entries (tenant_id, start_at)',
+  ],
 ];
 
 /** The migration after which the answers of rows finished before it are decided once. */

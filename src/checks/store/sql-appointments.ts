@@ -175,6 +175,40 @@ export class SqlAppointmentStore implements AppointmentStore {
     return this.driver.run(this.atomic, work());
   }
 
+  async move(
+    tenantId: string,
+    id: string,
+    to: { startAt: number; dueAt: number; request: CoverageEligibilityRequest },
+    now: number,
+  ): Promise<Appointment | null> {
+    const { json } = this.dialect;
+    const toAppointment = this.toAppointment;
+    const lock = this.kind === 'postgres' ? ' FOR UPDATE' : '';
+    const work = function* (): Work<Appointment | null> {
+      const [before] = yield* query(`SELECT * FROM appointments WHERE tenant_id = $1 AND id = $2${lock}`, [
+        tenantId,
+        id,
+      ]);
+      if (!before) return null;
+      const previous = toAppointment(before);
+      if (previous.state === 'cancelled') return previous;
+      const input: CheckInput = { ...previous.input, request: to.request };
+      // A lease on it is let go of: the round that holds it decides on the old time otherwise.
+      const [row] = yield* query(
+        `UPDATE appointments SET start_at = $3, due_at = $4, input = ${json('$5')}, state = 'scheduled',
+           lease_owner = NULL, lease_until = NULL, updated_at = $6
+         WHERE tenant_id = $1 AND id = $2 RETURNING *`,
+        [tenantId, id, to.startAt, to.dueAt, JSON.stringify(input), now],
+      );
+      yield {
+        sql: `UPDATE checks SET request = ${json('$3')} WHERE tenant_id = $1 AND id = $2`,
+        params: [tenantId, id, JSON.stringify(to.request)],
+      };
+      return row ? toAppointment(row) : null;
+    };
+    return this.driver.run(this.atomic, work());
+  }
+
   async search(tenantId: string, starts: DateRange[], count: number): Promise<Appointment[]> {
     const params = new Params();
     const where = [`tenant_id = ${params.add(tenantId)}`];

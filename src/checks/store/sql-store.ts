@@ -52,6 +52,7 @@ import { migration } from './schema.js';
 import { TERMINAL_STATUSES } from '../../upstream/contract.js';
 import { recordEvents, SqlSubscriptionStore } from './sql-subscriptions.js';
 import { SqlAppointmentStore } from './sql-appointments.js';
+import { SqlEhrScheduleStore } from './sql-ehr-schedule.js';
 import { SqlSessionStore } from './sql-sessions.js';
 import { purging, schedulingEvidence, SqlEvidenceStore } from './sql-evidence.js';
 import { ELIGIBILITY_FINAL_TOPIC } from './subscription-store.js';
@@ -84,6 +85,7 @@ export class SqlStore implements CheckStore {
   readonly appointments: SqlAppointmentStore;
   readonly sessions: SqlSessionStore;
   readonly evidence: SqlEvidenceStore;
+  readonly ehrSchedule: SqlEhrScheduleStore;
   private readonly dialect: Dialect;
   /** A `checks` row as a Check, its JSON columns read as this driver returns them. */
   private readonly toCheck: (row: Row) => Check;
@@ -100,6 +102,7 @@ export class SqlStore implements CheckStore {
     this.appointments = new SqlAppointmentStore(driver, (check) => this.inserting(check));
     this.sessions = new SqlSessionStore(driver);
     this.evidence = new SqlEvidenceStore(driver);
+    this.ehrSchedule = new SqlEhrScheduleStore(driver);
   }
 
   migrate(): Promise<void> {

@@ -8,6 +8,7 @@ import type { Appointment, Bundle, Coverage, HumanName, Patient } from 'fhir/r4.
 import type { CheckStore } from '../../checks/store/check-store.js';
 import { formatName, patientIdentity } from '../../mapping/request/patient.js';
 import { payerOf } from '../../mapping/request/payer.js';
+import { DEFAULT_EHR_LIMITS, EhrError, EhrHttp } from '../../ehr/http.js';
 import { LaunchError } from './smart-app.js';
 
 /** What the page is opened with. Patient data: only in the page's own API answer, never a log. */
@@ -27,21 +28,21 @@ export interface LaunchContext {
 const FHIR_ID = /^[A-Za-z0-9\-.]{1,64}$/;
 const READ_TIMEOUT_MS = 10_000;
 
+/** The EHR client's guarded exchange (src/ehr/http.ts): only under the launch's iss, bounded in time and size. */
+const ehr = new EhrHttp({ ...DEFAULT_EHR_LIMITS, timeoutMs: READ_TIMEOUT_MS });
+
 async function read<T>(iss: string, path: string, accessToken: string): Promise<T> {
-  let response: Response;
-  try {
-    response = await fetch(`${iss}/${path}`, {
-      headers: { Accept: 'application/fhir+json', Authorization: `Bearer ${accessToken}` },
-      redirect: 'error',
-      signal: AbortSignal.timeout(READ_TIMEOUT_MS),
-    });
-  } catch {
-    throw new LaunchError(502, 'The EHR could not be reached to read the patient.');
-  }
   const resourceType = path.split(/[/?]/)[0];
-  if (!response.ok)
-    throw new LaunchError(502, `The EHR answered ${response.status} to the ${resourceType} read.`);
-  return (await response.json()) as T;
+  try {
+    return (await ehr.json(`${iss}/${path}`, { allowed: [iss], accessToken })) as T;
+  } catch (error) {
+    if (!(error instanceof EhrError)) throw error;
+    if (error.status !== undefined)
+      throw new LaunchError(502, `The EHR answered ${error.status} to the ${resourceType} read.`);
+    if (error.reason === 'unreachable' || error.reason === 'timeout')
+      throw new LaunchError(502, 'The EHR could not be reached to read the patient.');
+    throw new LaunchError(502, `The EHR did not answer the ${resourceType} read with FHIR JSON.`);
+  }
 }
 
 /** The identifier and name of the patient, from the Patient and its active Coverages. */

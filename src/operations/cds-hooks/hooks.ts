@@ -14,7 +14,13 @@ import { isOperationOutcomeError } from '../../fhir/outcomes.js';
 import type { CheckInput } from '../../mapping/types.js';
 import { EMIRATES_ID_PROBLEM_SHORT, emiratesIdProblemOfText } from '../../mapping/request/patient.js';
 import { checkCard, problemCard, scrubberOf, type Card, type CardContext } from './cards.js';
-import { checkInputs, coverageParser, lookupKeys, type HookCheck, type LookupKeys } from './check-input.js';
+import {
+  checkInputs,
+  coverageParser,
+  lookupKeys,
+  type HookCheck,
+  type LookupKeys,
+} from '../../mapping/request/check-input.js';
 import type { GuardedFhirClient } from './fhir-server.js';
 import { patientData } from './prefetch.js';
 import { appointmentsOf, readCdsRequest } from './request.js';

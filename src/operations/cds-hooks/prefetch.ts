@@ -11,6 +11,7 @@ import type { Bundle, Coverage, Organization, Patient, Resource } from 'fhir/r4.
 import type { CdsClient } from '../../config.js';
 import { OperationOutcomeError, outcome } from '../../fhir/outcomes.js';
 import type { ReferenceResolver } from '../../mapping/request/resolver.js';
+import type { PatientData } from '../../mapping/request/check-input.js';
 import type { CdsRequest } from './request.js';
 import { FhirServerError, fhirServerAllowed, type GuardedFhirClient } from './fhir-server.js';
 
@@ -20,15 +21,7 @@ export const PREFETCH = {
   coverage: 'Coverage?patient={{context.patientId}}&status=active',
 } as const;
 
-export interface PatientData {
-  patient: Patient;
-  /** Active Coverages, in the order given. */
-  coverages: Coverage[];
-  /** Organizations that came with the Coverages (`_include`), to resolve their payor references. */
-  organizations: Organization[];
-  /** Looks literal references up on the client's FHIR server; absent when it may not be called. */
-  resolver?: ReferenceResolver;
-}
+export type { PatientData };
 
 const preconditionFailed = (text: string, expression: string, diagnostics?: string) =>
   new OperationOutcomeError(

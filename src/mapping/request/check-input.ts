@@ -1,5 +1,5 @@
 /**
- * A hook's data as the check `$submit` would run: a Bundle (collection) holding a
+ * A patient's appointment (a CDS hook's, or one read from the EHR's schedule) as the check `$submit` would run: a Bundle (collection) holding a
  * CoverageEligibilityRequest, the prefetched Patient, one Coverage and the Organizations that
  * came with it, read by the same parser as `$submit` (so the patient identifier, the payer from
  * `Coverage.payor`, as `insurer`, and the visit type follow the same rules and tables). For an
@@ -15,19 +15,34 @@ import type {
   Coding,
   Coverage,
   CoverageEligibilityRequest,
+  Organization,
+  Patient,
   Resource,
 } from 'fhir/r4.js';
 import { CANONICAL_BASE } from '../../fhir/canonical.js';
-import { parseSubmit } from '../../mapping/request/parse-submit.js';
-import { visitTypeOf } from '../../mapping/request/tables.js';
-import { patientIdentity, type CheckDigitRule } from '../../mapping/request/patient.js';
-import { payerOf } from '../../mapping/request/payer.js';
-import { resolveReference, type ResolutionContext, type Target } from '../../mapping/request/references.js';
-import type { CheckInput } from '../../mapping/types.js';
-import type { PatientData } from './prefetch.js';
+import { parseSubmit } from './parse-submit.js';
+import { visitTypeOf } from './tables.js';
+import { patientIdentity, type CheckDigitRule } from './patient.js';
+import { payerOf } from './payer.js';
+import type { ReferenceResolver } from './resolver.js';
+import { resolveReference, type ResolutionContext, type Target } from './references.js';
+import type { CheckInput } from '../types.js';
 
-/** The system of an appointment's request identifier (the contract's name). */
-const CDS_APPOINTMENT_SYSTEM = `${CANONICAL_BASE}/cds-appointment`;
+/** The system of an appointment's request identifier booked by a CDS hook (the contract's name). */
+export const CDS_APPOINTMENT_SYSTEM = `${CANONICAL_BASE}/cds-appointment`;
+/** The system of an appointment's request identifier read from the EHR's schedule (the contract's name). */
+export const EHR_APPOINTMENT_SYSTEM = `${CANONICAL_BASE}/ehr-appointment`;
+
+/** A patient as the EHR gives it: the Patient, its active Coverages and their payers. */
+export interface PatientData {
+  patient: Patient;
+  /** Active Coverages, in the order given. */
+  coverages: Coverage[];
+  /** Organizations that came with the Coverages (`_include`), to resolve their payor references. */
+  organizations: Organization[];
+  /** Looks literal references up on the client's FHIR server; absent when it may not be called. */
+  resolver?: ReferenceResolver;
+}
 
 /** Where resources without a server of their own are placed in the Bundle (never fetched). */
 const NO_SERVER = 'https://cds-client.invalid/fhir';
@@ -58,6 +73,8 @@ export interface ParseOptions {
   now: number;
   fhirServer?: string;
   appointment?: Appointment & { start: string };
+  /** The request identifier's system (default: the CDS hook's). */
+  identifierSystem?: string;
 }
 
 /** Where the Bundle places a resource: under the client's FHIR server, as its own id says. */
@@ -88,7 +105,11 @@ export function coverageParser(
     const request: CoverageEligibilityRequest = {
       resourceType: 'CoverageEligibilityRequest',
       ...(identifierValue
-        ? { identifier: [{ system: CDS_APPOINTMENT_SYSTEM, value: identifierValue }] }
+        ? {
+            identifier: [
+              { system: options.identifierSystem ?? CDS_APPOINTMENT_SYSTEM, value: identifierValue },
+            ],
+          }
         : {}),
       status: 'active',
       purpose: ['benefits', 'validation'],
