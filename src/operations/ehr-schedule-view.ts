@@ -2,7 +2,7 @@
  * The operator view's part about the EHR's schedule (docs/ehr-schedule.md): whether the clinic
  * reads it, when it was last read, how that went and what it found. No patient data.
  */
-import type { ScheduleRound } from '../checks/store/ehr-schedule-store.js';
+import type { RoundCounts, ScheduleRound } from '../checks/store/ehr-schedule-store.js';
 import type { Tenant } from '../config.js';
 
 export interface ScheduleView {
@@ -10,17 +10,7 @@ export interface ScheduleView {
   everyMinutes: number;
   daysAhead: number;
   /** The last round, or null before the first. */
-  last: {
-    at: string;
-    outcome: string;
-    problem: string | null;
-    read: number;
-    booked: number;
-    moved: number;
-    cancelled: number;
-    notChecked: number;
-    requests: number;
-  } | null;
+  last: (RoundCounts & { at: string; outcome: string; problem: string | null }) | null;
   /** When the next round is due. */
   nextAt: string | null;
 }
