@@ -17,6 +17,7 @@ import type {
   ClaimOptions,
   ClaimedCheck,
   Guard,
+  QueueCounts,
   NewCheck,
   SearchFilters,
   SearchPage,
@@ -48,7 +49,9 @@ import {
 import type { CheckColumn, Row } from './rows.js';
 import type { Dialect, SqlDriver, Work } from './driver.js';
 import { Params, one, query, rangeCondition } from './driver.js';
-import { migration } from './schema.js';
+import { QUEUE_ORDER, migration } from './schema.js';
+import { deskSlotsOf } from '../../mapping/request/queue-place.js';
+import type { QueueClass, QueuePlace } from '../../mapping/request/queue-place.js';
 import { TERMINAL_STATUSES } from '../../upstream/contract.js';
 import { recordEvents, SqlSubscriptionStore } from './sql-subscriptions.js';
 import { SqlAppointmentStore } from './sql-appointments.js';
@@ -291,6 +294,46 @@ export class SqlStore implements CheckStore {
     return { waiting, inFlight };
   }
 
+  async countQueueByClass(tenantId: string): Promise<QueueCounts> {
+    const rows = await this.rows(
+      `SELECT queue_class, state, COUNT(*) AS count FROM checks
+       WHERE tenant_id = $1 AND state IN ('waiting', ${SLOT_STATES_SQL.slice(1, -1)}) AND ${HOLDS_SLOT}
+       GROUP BY queue_class, state`,
+      [tenantId],
+    );
+    const counts: QueueCounts = { desk: { waiting: 0, running: 0 }, background: { waiting: 0, running: 0 } };
+    for (const row of rows) {
+      const of = counts[text(row, 'queue_class') === 'background' ? 'background' : 'desk'];
+      if (text(row, 'state') === 'waiting') of.waiting += int(row, 'count');
+      else of.running += int(row, 'count');
+    }
+    return counts;
+  }
+
+  async countWaitingByClass(): Promise<Record<QueueClass, number>> {
+    const rows = await this.rows(
+      "SELECT queue_class, COUNT(*) AS count FROM checks WHERE state = 'waiting' GROUP BY queue_class",
+    );
+    const counts: Record<QueueClass, number> = { desk: 0, background: 0 };
+    for (const row of rows) counts[text(row, 'queue_class') === 'background' ? 'background' : 'desk'] += int(row, 'count');
+    return counts;
+  }
+
+  async countAhead(tenantId: string, place: QueuePlace, createdAt: number): Promise<number> {
+    // Every desk check is ahead of a background one; within a class, QUEUE_ORDER's keys.
+    const stat = place.priority === 'stat' ? 0 : 1;
+    const rank = "(CASE WHEN priority = 'stat' THEN 0 ELSE 1 END)";
+    const sameClass = `queue_class = $2 AND (${rank} < $3 OR (${rank} = $3 AND (queue_deadline_at < $4
+         OR (queue_deadline_at = $4 AND created_at <= $5))))`;
+    const ahead = place.queueClass === 'background' ? `(queue_class = 'desk' OR (${sameClass}))` : `(${sameClass})`;
+    const [row] = await this.rows(
+      `SELECT COUNT(*) AS count FROM checks${this.dialect.indexedBy('checks_queue_idx')}
+       WHERE tenant_id = $1 AND state = 'waiting' AND ${ahead}`,
+      [tenantId, place.queueClass, stat, place.queueDeadlineAt, createdAt],
+    );
+    return row ? int(row, 'count') : 0;
+  }
+
   async insertBatch(batch: Batch): Promise<void> {
     await this.driver.run(
       'write',
@@ -469,20 +512,33 @@ export class SqlStore implements CheckStore {
       const lock = this.dialect.lockTenant(tenantId);
       if (lock) yield lock;
       // Counted after the lock: it sees every promotion committed before.
-      const [busy] = yield* query(
-        `SELECT COUNT(*) AS count FROM checks WHERE tenant_id = $1 AND state IN ${SLOT_STATES_SQL} AND ${HOLDS_SLOT}`,
+      const busy = yield* query(
+        `SELECT queue_class, COUNT(*) AS count FROM checks
+         WHERE tenant_id = $1 AND state IN ${SLOT_STATES_SQL} AND ${HOLDS_SLOT} GROUP BY queue_class`,
         [tenantId],
       );
-      const free = Math.min(options.maxInFlight(tenantId) - (busy ? int(busy, 'count') : 0), limit);
+      const running = (queueClass: QueueClass): number =>
+        busy.filter((row) => text(row, 'queue_class') === queueClass).reduce((n, row) => n + int(row, 'count'), 0);
+      const maxInFlight = options.maxInFlight(tenantId);
+      const free = Math.min(maxInFlight - running('desk') - running('background'), limit);
       if (free <= 0) continue;
-      // In arrival order within the tenant, so LIMIT stops early (SQLite is told the index: it
-      // would otherwise walk every due waiting row of every tenant, having no statistics).
+      // Background work never holds the tenant's desk slots (docs/queue.md).
+      const deskSlots = options.deskSlots?.(tenantId) ?? deskSlotsOf(maxInFlight);
+      let backgroundFree = maxInFlight - deskSlots - running('background');
+      // The tenant's line, in its order (QUEUE_ORDER, which the partial index checks_queue_idx
+      // holds), so LIMIT stops early (SQLite is told the index: it has no statistics).
       const waiting = yield* query(
-        `SELECT ${CLAIMED} FROM checks${this.dialect.indexedBy('checks_tenant_state_idx')}
-         WHERE tenant_id = $2 AND state = 'waiting' AND ${DUE} ORDER BY created_at, id LIMIT $3${lockRows}`,
+        `SELECT ${CLAIMED}, tenant_id, queue_class FROM checks${this.dialect.indexedBy('checks_queue_idx')}
+         WHERE tenant_id = $2 AND state = 'waiting' AND ${DUE} ORDER BY ${QUEUE_ORDER} LIMIT $3${lockRows}`,
         [now, tenantId, free],
       );
-      candidates.push(...waiting.map((row) => rowToCandidate(row, true)));
+      for (const row of waiting) {
+        if (text(row, 'queue_class') === 'background') {
+          if (backgroundFree <= 0) break;
+          backgroundFree -= 1;
+        }
+        candidates.push(rowToCandidate(row, true));
+      }
     }
     const plan = planClaim(candidates, limit);
     if (plan.length === 0) return [];
