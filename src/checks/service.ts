@@ -164,12 +164,18 @@ export class CheckService {
       return { check: reusable, created: false, reused: true, ...withAppointment(stored.appointment) };
     }
     const stored: { appointment: Appointment | null } = { appointment: null };
-    const result = await this.insert(tenant, input, { kind: 'appointment', startAt: start.at }, id, async (check) => {
-      const written = await this.store.appointments.book({ ...appointment, bookingCheckId: id }, check);
-      stored.appointment = written.appointment;
-      if (!written.check) throw new Error(`booking check ${id} was neither inserted nor found`);
-      return written.check;
-    });
+    const result = await this.insert(
+      tenant,
+      input,
+      { kind: 'appointment', startAt: start.at },
+      id,
+      async (check) => {
+        const written = await this.store.appointments.book({ ...appointment, bookingCheckId: id }, check);
+        stored.appointment = written.appointment;
+        if (!written.check) throw new Error(`booking check ${id} was neither inserted nor found`);
+        return written.check;
+      },
+    );
     return { ...result, ...withAppointment(stored.appointment) };
   }
 
@@ -303,7 +309,12 @@ export class CheckService {
    * ahead of it, and about when it is sent, from its payer's learned durations. Null when a slot
    * of its class is free and nothing is ahead: it is sent at once.
    */
-  private async waitOf(tenant: Tenant, input: CheckInput, place: QueuePlace, now: number): Promise<QueueWait | null> {
+  private async waitOf(
+    tenant: Tenant,
+    input: CheckInput,
+    place: QueuePlace,
+    now: number,
+  ): Promise<QueueWait | null> {
     const [ahead, counts, durations] = await Promise.all([
       this.store.countAhead(tenant.id, place, now),
       this.store.countQueueByClass(tenant.id),

@@ -273,7 +273,7 @@ describe.each([sqliteBackend(), postgresBackend()])('a $name database of the pre
     const store = await open(previous);
     await store.migrate(); // idempotent
     expect(await backend.versions(previous, 'schema_migrations')).toEqual([
-      1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18,
+      1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19,
     ]);
     // Left as it was: the previous release still starts on this database.
     expect(await backend.versions(previous, 'store_migrations')).toEqual(oldVersions);
@@ -282,7 +282,7 @@ describe.each([sqliteBackend(), postgresBackend()])('a $name database of the pre
     const fresh = backend.fresh();
     await open(fresh);
     expect(await backend.versions(fresh, 'schema_migrations')).toEqual([
-      1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18,
+      1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19,
     ]);
     const schema = await backend.schema(previous);
     expect(schema).toEqual(await backend.schema(fresh));

@@ -142,14 +142,14 @@ export type NewCheck = Omit<
 > &
   /** Absent: a desk check of normal priority (mapping/request/queue-place.ts decides it). */
   Partial<QueuePlace> & {
-  now: number;
-  /**
-   * The bare values of patientKey and idempotencyKey (their identifier's value), stored for search:
-   * a `|` in the system makes the key's split ambiguous. Absent: the key after its first `|`.
-   */
-  patientValue?: string | null;
-  requestIdentifierValue?: string | null;
-};
+    now: number;
+    /**
+     * The bare values of patientKey and idempotencyKey (their identifier's value), stored for search:
+     * a `|` in the system makes the key's split ambiguous. Absent: the key after its first `|`.
+     */
+    patientValue?: string | null;
+    requestIdentifierValue?: string | null;
+  };
 
 /** Fields the scheduler may change. When `cer` is given the version is bumped and updatedAt set. */
 export type CheckPatch = Partial<

@@ -219,7 +219,8 @@ export function planClaim(candidates: ClaimCandidate[], limit: number): ClaimCan
     )
     .slice(0, Math.max(0, limit));
   const promoted = new Map<string, number>();
-  for (const c of kept) if (c.promote) promoted.set(c.tenantId ?? '', (promoted.get(c.tenantId ?? '') ?? 0) + 1);
+  for (const c of kept)
+    if (c.promote) promoted.set(c.tenantId ?? '', (promoted.get(c.tenantId ?? '') ?? 0) + 1);
   const lines = new Map<string, ClaimCandidate[]>();
   for (const c of candidates) {
     if (!c.promote) continue;

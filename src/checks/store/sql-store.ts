@@ -315,7 +315,8 @@ export class SqlStore implements CheckStore {
       "SELECT queue_class, COUNT(*) AS count FROM checks WHERE state = 'waiting' GROUP BY queue_class",
     );
     const counts: Record<QueueClass, number> = { desk: 0, background: 0 };
-    for (const row of rows) counts[text(row, 'queue_class') === 'background' ? 'background' : 'desk'] += int(row, 'count');
+    for (const row of rows)
+      counts[text(row, 'queue_class') === 'background' ? 'background' : 'desk'] += int(row, 'count');
     return counts;
   }
 
@@ -325,7 +326,8 @@ export class SqlStore implements CheckStore {
     const rank = "(CASE WHEN priority = 'stat' THEN 0 ELSE 1 END)";
     const sameClass = `queue_class = $2 AND (${rank} < $3 OR (${rank} = $3 AND (queue_deadline_at < $4
          OR (queue_deadline_at = $4 AND created_at <= $5))))`;
-    const ahead = place.queueClass === 'background' ? `(queue_class = 'desk' OR (${sameClass}))` : `(${sameClass})`;
+    const ahead =
+      place.queueClass === 'background' ? `(queue_class = 'desk' OR (${sameClass}))` : `(${sameClass})`;
     const [row] = await this.rows(
       `SELECT COUNT(*) AS count FROM checks${this.dialect.indexedBy('checks_queue_idx')}
        WHERE tenant_id = $1 AND state = 'waiting' AND ${ahead}`,
@@ -518,7 +520,9 @@ export class SqlStore implements CheckStore {
         [tenantId],
       );
       const running = (queueClass: QueueClass): number =>
-        busy.filter((row) => text(row, 'queue_class') === queueClass).reduce((n, row) => n + int(row, 'count'), 0);
+        busy
+          .filter((row) => text(row, 'queue_class') === queueClass)
+          .reduce((n, row) => n + int(row, 'count'), 0);
       const maxInFlight = options.maxInFlight(tenantId);
       const free = Math.min(maxInFlight - running('desk') - running('background'), limit);
       if (free <= 0) continue;

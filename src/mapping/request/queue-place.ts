@@ -57,8 +57,7 @@ export function queuePlaceOf(
   backgroundDeadlineMinutes: number = DEFAULT_BACKGROUND_DEADLINE_MINUTES,
 ): QueuePlace {
   const priority = priorityOf(request);
-  const background =
-    priority === 'deferred' || (priority !== 'stat' && source.kind !== 'request');
+  const background = priority === 'deferred' || (priority !== 'stat' && source.kind !== 'request');
   if (!background) return { queueClass: 'desk', priority, queueDeadlineAt: now };
   const queueDeadlineAt =
     source.kind === 'appointment' ? source.startAt : now + backgroundDeadlineMinutes * 60_000;

@@ -35,9 +35,7 @@ export function queueWaitOf(facts: QueueFacts): QueueWait | null {
   const slots = background ? maxInFlight - deskSlots : maxInFlight;
   const free = Math.max(
     0,
-    background
-      ? Math.min(maxInFlight - running, slots - counts.background.running)
-      : maxInFlight - running,
+    background ? Math.min(maxInFlight - running, slots - counts.background.running) : maxInFlight - running,
   );
   if (ahead < free) return null;
   const waves = Math.floor((ahead - free) / Math.max(1, slots)) + 1;
