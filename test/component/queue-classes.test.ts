@@ -236,6 +236,21 @@ describe('a queued CER says where its check stands', () => {
       );
       expectValidFhir(sent);
       expect(sent.text?.div).not.toContain('checks ahead');
+      // /metrics: the line per class now, and the wait from accepted to sent, per class.
+      await until(async () => {
+        const { checks } = await slow.server.store.search(
+          'clinic-a',
+          {},
+          { count: 10, offset: 0, total: false },
+        );
+        return checks.every((c) => c.state === 'done') ? true : undefined;
+      });
+      const metrics = (await request(slow.url).get('/metrics')).text;
+      expect(metrics).toMatch(/eligibility_checks_waiting\{class="desk"\} 0/);
+      expect(metrics).toMatch(/eligibility_checks_waiting\{class="background"\} 0/);
+      expect(metrics).toMatch(/eligibility_queue_wait_seconds_count\{class="desk"\} 3/);
+      // The later two waited for a task or two: not all within 50 ms.
+      expect(metrics).toMatch(/eligibility_queue_wait_seconds_bucket\{le="0.05",class="desk"\} [0-2]\n/);
     } finally {
       await slow.stop();
     }
