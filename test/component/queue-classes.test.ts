@@ -106,7 +106,7 @@ async function hook(service: string, body: Record<string, unknown>) {
 }
 
 describe('a check is given its class once, where it is created', () => {
-  it('$submit for now, sync and async, is desk work of normal priority, in arrival order', async () => {
+  it('$submit for now, sync and async, is desk work of normal priority', async () => {
     const sync = await onlyCreated(() => submit({}, { Prefer: 'wait=1' }));
     expect(sync).toMatchObject({ queueClass: 'desk', priority: 'normal', queueDeadlineAt: sync.createdAt });
     const async = await onlyCreated(() => submit({}, { Prefer: 'respond-async' }));

@@ -51,7 +51,8 @@ describe('a killed service and the desk first', () => {
   it.each(['sqlite', 'postgres'])(
     'desk checks sent after a restart start ahead of a backlog accepted before it (%s)',
     async (kind) => {
-      // Sandbox tasks last about 1.5 to 8 s (the portal's spread at scale 0.05).
+      // The sandbox's fixed timelines at scale 0.05 (a task in 0.1 to 0.2 s); the killed replica's
+      // leases (LEASE_MS 2 s) hold its two slots a while after the restart.
       const sandbox = await startSandbox({ port: 0, timeScale: 0.05, apiKeys: [UPSTREAM_KEY] });
       cleanups.push(() => sandbox.close());
       const inFlight = trackInFlight(sandbox);

@@ -245,6 +245,9 @@ describe.each([sqliteBackend(), postgresBackend()])('the desk first on $name', (
         started.add(check.id);
         if (deskIds.includes(check.id)) startedDesk.push(check.id);
       }
+      // Desk checks start in arrival order: those started by the end of a round are the first ones
+      // (within a round, claimers at once may take them in either order).
+      expect(new Set(startedDesk)).toEqual(new Set(deskIds.slice(0, startedDesk.length)));
       // Half of what runs ends each round.
       await Promise.all(claimed.filter((_, i) => i % 2 === 0).map((check) => finish(one, check, now + 1)));
       if (claimed.length === 0) {
@@ -255,8 +258,7 @@ describe.each([sqliteBackend(), postgresBackend()])('the desk first on $name', (
       }
     }
     expect(started.size).toBe(ids.length);
-    // Desk checks started in arrival order.
-    expect(startedDesk).toEqual(deskIds);
+    expect(startedDesk).toHaveLength(deskIds.length);
   });
 
   it('counts the line per class and the checks ahead of a new one', async () => {
