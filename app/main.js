@@ -310,10 +310,25 @@ async function runCheck(check, { fresh = false } = {}) {
   }
 }
 
+/** A waiting check's disposition begins so; its wait follows ("2 checks ahead, about 1 min"). */
+const WAITING = 'Waiting to be sent to the payer portal: ';
+
+/** The wait of a check not yet sent (the checks of the clinic ahead of it), or null. */
+function waitOf(cer) {
+  const disposition = cer.disposition ?? '';
+  return disposition.startsWith(WAITING) ? disposition.slice(WAITING.length).replace(/\.$/, '') : null;
+}
+
 function show(cer, etag, path) {
   if (cer.outcome === 'queued') {
     sentAt ||= Date.now();
-    progress(`${outcomeWords(cer)}. This page updates by itself.`, sentAt);
+    const wait = waitOf(cer);
+    progress(
+      wait
+        ? `Waiting for a free payer-portal slot: ${wait}. This page updates by itself.`
+        : `${outcomeWords(cer)}. This page updates by itself.`,
+      sentAt,
+    );
     polling = { path, etag, timer: setTimeout(() => void follow(path, etag), POLL_MS) };
     return;
   }
@@ -629,11 +644,28 @@ async function loadOperator() {
       'No stuck checks.',
     ),
   );
+  // The line per class: desk work goes first; background work (appointments, batches) never
+  // holds the desk's slots (docs/queue.md).
   $('queues').replaceChildren(
     table(
-      'Checks per clinic table',
-      ['Clinic', 'Waiting', 'Running'],
-      queues.map((q) => [bdi(q.clinic), String(q.waiting), String(q.running)]),
+      'Checks per clinic and class table',
+      ['Clinic', 'Class', 'Waiting', 'Running', 'Slots'],
+      queues.flatMap((q) => [
+        [
+          bdi(q.clinic),
+          'Desk',
+          String(q.desk.waiting),
+          String(q.desk.running),
+          `${q.maxInFlight} (${q.deskSlots} kept for the desk)`,
+        ],
+        [
+          bdi(q.clinic),
+          'Background',
+          String(q.background.waiting),
+          String(q.background.running),
+          String(q.maxInFlight - q.deskSlots),
+        ],
+      ]),
       'No queue.',
     ),
   );

@@ -20,6 +20,11 @@ export interface Tenant {
   practiceId: string;
   maxInFlight: number;
   /**
+   * Slots of maxInFlight kept for desk work (docs/queue.md): background checks never hold them.
+   * Absent: 1 when maxInFlight >= 2, else 0; at most maxInFlight - 1.
+   */
+  deskSlots?: number;
+  /**
    * URL prefixes a Subscription's channel.endpoint must start with (docs/notifications.md); absent
    * or empty: the tenant cannot subscribe (no request goes to an address it did not register).
    */
@@ -139,6 +144,9 @@ export interface SmartClient {
 /** The reuse window of a tenant that does not set one (docs/batch-and-reuse.md). */
 export const DEFAULT_REUSE_WINDOW_MINUTES = 240;
 
+/** BACKGROUND_DEADLINE_MINUTES when unset (docs/queue.md). */
+export const DEFAULT_BACKGROUND_DEADLINE_MINUTES = 60;
+
 /** The pre-visit re-check's lead when neither PREVISIT_LEAD_MINUTES nor the tenant sets one. */
 export const DEFAULT_PREVISIT_LEAD_MINUTES = 120;
 /** A lead longer than the farthest appointment (366 days) would only mean "re-check at once". */
@@ -208,6 +216,12 @@ export interface Config {
   auditEvents: boolean;
   /** PREVISIT_LEAD_MINUTES: the re-check before an appointment, minutes before its start (docs/previsit.md). */
   previsitLeadMinutes: number;
+  /**
+   * BACKGROUND_DEADLINE_MINUTES: a background check that is no appointment's (a batch entry, a
+   * deferred request) is ordered among background work as if due this long after arrival
+   * (docs/queue.md).
+   */
+  backgroundDeadlineMinutes?: number;
   /** SESSION_IDLE_MINUTES: a page session unused this long ends (docs/signin.md). */
   sessionIdleMinutes: number;
   /** SESSION_MAX_HOURS: a page session ends this long after sign-in, used or not. */
@@ -296,6 +310,9 @@ const envSchema = z.object({
     .pipe(z.number().min(0).max(MAX_LEAD_MINUTES))
     .default(DEFAULT_PREVISIT_LEAD_MINUTES),
   SESSION_IDLE_MINUTES: positiveNumber('a number of minutes > 0 (decimals allowed)').default(15),
+  BACKGROUND_DEADLINE_MINUTES: positiveNumber('a number of minutes > 0 (decimals allowed)').default(
+    DEFAULT_BACKGROUND_DEADLINE_MINUTES,
+  ),
   SESSION_MAX_HOURS: positiveNumber('a number of hours > 0 (decimals allowed)').default(12),
   /** Comma-separated subscriptionEndpoints of the sandbox tenant (sandbox mode only). */
   SANDBOX_SUBSCRIPTION_ENDPOINTS: z.string().optional(),
@@ -503,6 +520,7 @@ const tenantsSchema = (env: NodeJS.ProcessEnv) =>
           }),
           practiceId: secretRef(env).pipe(z.string().min(1)),
           maxInFlight: z.number().int().min(1).max(1000).default(3),
+          deskSlots: z.number('deskSlots must be a whole number >= 0').int().min(0).max(999).optional(),
           subscriptionEndpoints: z.array(subscriptionEndpoint).max(50).optional(),
           reuseWindowMinutes: z.number().int().min(0).max(10_080).default(DEFAULT_REUSE_WINDOW_MINUTES),
           smartClients: z.array(smartClientSchema).default([]),
@@ -567,6 +585,10 @@ function loadTenants(file: string, env: NodeJS.ProcessEnv): Tenant[] {
       issuers.add(client.iss);
     }
     if (ids.has(t.id)) throw new ConfigError(`TENANTS_FILE: tenant id ${t.id} appears twice`);
+    if (t.deskSlots !== undefined && t.deskSlots >= t.maxInFlight)
+      throw new ConfigError(
+        `TENANTS_FILE: tenant ${t.id}: deskSlots must be less than maxInFlight (background work keeps a slot)`,
+      );
     ids.add(t.id);
     for (const client of t.smartClients) {
       // The token endpoint finds the tenant from the client id alone.
@@ -581,6 +603,7 @@ function loadTenants(file: string, env: NodeJS.ProcessEnv): Tenant[] {
       upstream: t.upstream,
       practiceId: t.practiceId,
       maxInFlight: t.maxInFlight,
+      ...(t.deskSlots === undefined ? {} : { deskSlots: t.deskSlots }),
       ...(t.subscriptionEndpoints ? { subscriptionEndpoints: t.subscriptionEndpoints } : {}),
       reuseWindowMinutes: t.reuseWindowMinutes,
       ...(t.timeZone ? { timeZone: t.timeZone } : {}),
@@ -763,6 +786,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     tokenSigningKeys,
     auditEvents: e.AUDIT_EVENTS === 'on',
     previsitLeadMinutes: e.PREVISIT_LEAD_MINUTES,
+    backgroundDeadlineMinutes: e.BACKGROUND_DEADLINE_MINUTES,
     sessionIdleMinutes: e.SESSION_IDLE_MINUTES,
     sessionMaxHours: e.SESSION_MAX_HOURS,
   };

@@ -8,6 +8,7 @@ import { isStoreUnavailable, STORE_ERROR_KINDS } from './checks/store/outage.js'
 import type { LifecycleEvent } from './checks/lifecycle.js';
 import type { UpstreamPort, UpstreamResult } from './upstream/port.js';
 import { describeFailure } from './upstream/port.js';
+import { QUEUE_CLASSES } from './mapping/request/queue-place.js';
 import type { DeliveryMetrics } from './notifications/worker.js';
 import type { PrevisitEvent } from './checks/previsit.js';
 import type { EvidenceEvent } from './checks/evidence-worker.js';
@@ -90,6 +91,25 @@ export function createMetrics(store: CheckStore): Metrics {
         this.set({ tenant: row.tenantId, state: row.state, outcome: row.outcome }, row.count);
       }
     },
+  });
+  // The desk first (docs/queue.md): the line per class, and how long a check waited in it.
+  new client.Gauge({
+    name: 'eligibility_checks_waiting',
+    help: 'Checks waiting for a tenant slot (nothing sent upstream yet), by class: desk or background',
+    labelNames: ['class'] as const,
+    registers: [registry],
+    async collect() {
+      const counts = await storeOrNull(() => store.countWaitingByClass());
+      if (!counts) return;
+      for (const queueClass of QUEUE_CLASSES) this.set({ class: queueClass }, counts[queueClass]);
+    },
+  });
+  const queueWait = new client.Histogram({
+    name: 'eligibility_queue_wait_seconds',
+    help: 'From a check accepted to its create-task sent, by class: desk or background',
+    labelNames: ['class'] as const,
+    buckets: [0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800, 3600],
+    registers: [registry],
   });
   new client.Gauge({
     name: 'payer_guards_open',
@@ -233,6 +253,8 @@ export function createMetrics(store: CheckStore): Metrics {
     httpDuration,
     onLifecycle(event) {
       if (event.type === 'poll') pollLag.observe(event.lateMs / 1000);
+      if (event.type === 'create' && event.queueClass && event.waitedMs !== undefined)
+        queueWait.observe({ class: event.queueClass }, Math.max(0, event.waitedMs) / 1000);
       if (event.type === 'done') finished.inc({ tenant: event.tenantId, outcome: event.outcome });
       if (event.type === 'reuse') reused.inc({ tenant: event.tenantId });
     },

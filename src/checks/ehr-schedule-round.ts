@@ -156,7 +156,8 @@ async function book(
   const requestIds: string[] = [];
   for (const input of bookings.inputs) {
     try {
-      const accepted = await checks.accept(tenant, input);
+      // An appointment's check is background work (docs/queue.md), even one that starts now.
+      const accepted = await checks.accept(tenant, input, {}, 'appointment');
       // A start already past is checked now, as any request: its check is the request.
       requestIds.push(accepted.appointment?.id ?? accepted.check.request.id ?? accepted.check.id);
     } catch (error) {

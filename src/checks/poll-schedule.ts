@@ -246,3 +246,19 @@ export function taskDurations(
   const estimated = typicalExtractMs === null ? null : endedAt - createdAt - typicalExtractMs;
   return { preExtractMs: estimated !== null && estimated > 0 ? estimated : null, extractMs: null };
 }
+
+/** A task's duration when its payer has no history yet (the portal's checks take 30 to 160 s). */
+export const DEFAULT_TASK_MS = 90_000;
+
+/**
+ * About how long a task of this payer holds its slot (ms): the mean of its fitted phases (a
+ * log-normal's mean, exp(mu + sigma^2 / 2)), DEFAULT_TASK_MS without a trusted history. Used to say
+ * when a waiting check will be sent (docs/queue.md).
+ */
+export function typicalTaskMs(history: PayerDurations | null): number {
+  const mean = (stats: DurationStats | null): number =>
+    stats ? Math.exp(stats.meanLog + Math.max(0, stats.varLog) / 2) : 0;
+  const pre = trusted(history?.preExtract);
+  if (!pre) return DEFAULT_TASK_MS;
+  return mean(pre) + mean(trusted(history?.extract));
+}

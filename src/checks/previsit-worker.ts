@@ -128,7 +128,9 @@ export class PrevisitWorker {
       case 'run': {
         // A re-check is a new check, never found again by the booking's identifier.
         const input = { ...appointment.input, idempotencyKey: null, requestIdentifierValue: null };
-        const prepared = await checks.prepare(tenant, input, randomUUID(), appointment.id);
+        // Background work with the appointment's start as its deadline (docs/queue.md).
+        const source = { kind: 'appointment', startAt: appointment.startAt } as const;
+        const prepared = await checks.prepare(tenant, input, randomUUID(), source, appointment.id);
         if (await store.appointments.startRecheck(appointment.id, owner, prepared.check, now)) {
           checks.started(prepared);
           this.deps.logger.info('pre-visit re-check started', { ...log, checkId: prepared.check.id });

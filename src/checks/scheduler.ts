@@ -23,6 +23,8 @@ export interface SchedulerOptions {
   /** Idle wait between rounds when nothing was due. */
   idleMs: number;
   maxInFlight: (tenantId: string) => number;
+  /** The tenant's slots kept for desk work (docs/queue.md); absent: deskSlotsOf's default. */
+  deskSlots?: (tenantId: string) => number;
 }
 
 export class Scheduler {
@@ -97,6 +99,7 @@ export class Scheduler {
       leaseMs: this.options.leaseMs,
       limit: capacity,
       maxInFlight: this.options.maxInFlight,
+      ...(this.options.deskSlots ? { deskSlots: this.options.deskSlots } : {}),
     });
     const now = this.deps.now();
     for (const check of claimed) {

@@ -19,6 +19,12 @@ import { isAnswered } from './store/check-store.js';
 import { reuseKeyOf } from './store/rows.js';
 import type { Check, NewCheck } from './store/check-store.js';
 import type { Appointment, Store } from './store/appointment-store.js';
+import { deskSlotsOf, queuePlaceOf } from '../mapping/request/queue-place.js';
+import type { CheckSource, QueuePlace } from '../mapping/request/queue-place.js';
+import { queueWaitOf, waitingNote } from '../mapping/response/queue-wait.js';
+import { typicalTaskMs } from './poll-schedule.js';
+import type { QueueWait } from '../mapping/response/queue-wait.js';
+import type { PayerDurationBook } from './payer-durations.js';
 import {
   appointmentStart,
   previsitSettings,
@@ -35,6 +41,13 @@ export interface PreparedCheck {
   check: NewCheck;
   guard: AdapterErrorCode | undefined;
 }
+
+/**
+ * Where accept() was called from (docs/queue.md): a request for now ($submit, the page, a CDS
+ * patient-view), a batch entry, or an appointment (a CDS appointment-book). A request whose service
+ * starts in the future is an appointment whatever its source.
+ */
+export type AcceptSource = 'request' | 'batch-entry' | 'appointment';
 
 /** What accept() did with a request. */
 export interface Accepted {
@@ -58,6 +71,10 @@ export interface CheckServiceOptions {
   previsitLeadMinutes?: number;
   /** Metrics of pre-visit checks (check-ins answered by reuse). */
   onPrevisit?: (event: PrevisitEvent) => void;
+  /** BACKGROUND_DEADLINE_MINUTES (docs/queue.md); absent: 60. */
+  backgroundDeadlineMinutes?: number;
+  /** The payers' learned durations: a queued CER says about when it will be sent. */
+  durations?: Pick<PayerDurationBook, 'get'>;
 }
 
 export class CheckService {
@@ -73,7 +90,12 @@ export class CheckService {
    * identifier takes precedence: a request whose identifier is already stored gets that check,
    * never a reused one.
    */
-  async accept(tenant: Tenant, input: CheckInput, allowance: ReuseAllowance = {}): Promise<Accepted> {
+  async accept(
+    tenant: Tenant,
+    input: CheckInput,
+    allowance: ReuseAllowance = {},
+    source: AcceptSource = 'request',
+  ): Promise<Accepted> {
     const settings = this.previsitSettings(tenant);
     const now = this.options.now();
     const problem = servicedProblem(input.request, settings, now);
@@ -88,7 +110,16 @@ export class CheckService {
         this.options.onPrevisit?.({ type: 'checkin-reused', tenantId: tenant.id });
       return { check: reusable, created: false, reused: true };
     }
-    return this.insert(tenant, input);
+    return this.insert(tenant, input, this.sourceOf(source, input, settings));
+  }
+
+  /**
+   * An accepted request's source for its place in the line. An appointment that is not booked as
+   * one (it starts now, or has started) is still an appointment's check: its start is its deadline.
+   */
+  private sourceOf(source: AcceptSource, input: CheckInput, settings: PrevisitSettings): CheckSource {
+    if (source !== 'appointment') return { kind: source };
+    return { kind: 'appointment', startAt: servicedStart(input.request, settings)?.at ?? this.options.now() };
   }
 
   /** The pre-visit settings of a tenant (its own, else PREVISIT_LEAD_MINUTES and the defaults). */
@@ -133,12 +164,18 @@ export class CheckService {
       return { check: reusable, created: false, reused: true, ...withAppointment(stored.appointment) };
     }
     const stored: { appointment: Appointment | null } = { appointment: null };
-    const result = await this.insert(tenant, input, id, async (check) => {
-      const written = await this.store.appointments.book({ ...appointment, bookingCheckId: id }, check);
-      stored.appointment = written.appointment;
-      if (!written.check) throw new Error(`booking check ${id} was neither inserted nor found`);
-      return written.check;
-    });
+    const result = await this.insert(
+      tenant,
+      input,
+      { kind: 'appointment', startAt: start.at },
+      id,
+      async (check) => {
+        const written = await this.store.appointments.book({ ...appointment, bookingCheckId: id }, check);
+        stored.appointment = written.appointment;
+        if (!written.check) throw new Error(`booking check ${id} was neither inserted nor found`);
+        return written.check;
+      },
+    );
     return { ...result, ...withAppointment(stored.appointment) };
   }
 
@@ -220,11 +257,12 @@ export class CheckService {
   private async insert(
     tenant: Tenant,
     input: CheckInput,
+    source: CheckSource,
     id: string = randomUUID(),
     write: (check: NewCheck) => Promise<{ check: Check; created: boolean }> = (check) =>
       this.store.insert(check),
   ): Promise<{ check: Check; created: boolean }> {
-    const prepared = await this.prepare(tenant, input, id);
+    const prepared = await this.prepare(tenant, input, id, source);
     const result = await write(prepared.check);
     if (result.created) this.started(prepared);
     // The identifier is an idempotency key, not a licence to answer for another patient.
@@ -236,13 +274,22 @@ export class CheckService {
    * The row of a new check, not yet written: waiting for a slot, or already answered by an open
    * payer guard (after invalid_credentials or a portal backoff), even when every tenant slot is
    * taken: the check would otherwise wait for a slot only to be refused by the same guard in the
-   * scheduler (which still checks, for guards opened later). `requestId`: the stored request it
-   * checks when not its own (a pre-visit re-check: the appointment's).
+   * scheduler (which still checks, for guards opened later). `source`: where it comes from, which
+   * decides its place in the tenant's line, once (docs/queue.md). `requestId`: the stored request
+   * it checks when not its own (a pre-visit re-check: the appointment's).
    */
-  async prepare(tenant: Tenant, input: CheckInput, id: string, requestId?: string): Promise<PreparedCheck> {
+  async prepare(
+    tenant: Tenant,
+    input: CheckInput,
+    id: string,
+    source: CheckSource,
+    requestId?: string,
+  ): Promise<PreparedCheck> {
     const timeout = input.isSearchAll ? this.options.searchAllTimeoutMs : this.options.checkTimeoutMs;
     const now = this.options.now();
     const guard = guardRefusal(await this.store.getGuard(tenant.id, input.payerCode), now);
+    const place = queuePlaceOf(input.request, source, now, this.options.backgroundDeadlineMinutes);
+    const wait = guard ? null : await this.waitOf(tenant, input, place, now);
     const check = newCheckOf(input, {
       id,
       tenantId: tenant.id,
@@ -250,9 +297,37 @@ export class CheckService {
       timeoutMs: timeout,
       baseUrl: this.options.baseUrl,
       guard,
+      place,
+      ...(wait ? { wait } : {}),
       ...(requestId === undefined ? {} : { requestId }),
     });
     return { check, guard };
+  }
+
+  /**
+   * Where a new check stands in its tenant's line, for its queued CER (docs/queue.md): the checks
+   * ahead of it, and about when it is sent, from its payer's learned durations. Null when a slot
+   * of its class is free and nothing is ahead: it is sent at once.
+   */
+  private async waitOf(
+    tenant: Tenant,
+    input: CheckInput,
+    place: QueuePlace,
+    now: number,
+  ): Promise<QueueWait | null> {
+    const [ahead, counts, durations] = await Promise.all([
+      this.store.countAhead(tenant.id, place, now),
+      this.store.countQueueByClass(tenant.id),
+      this.options.durations?.get(input.payerCode, now) ?? Promise.resolve(null),
+    ]);
+    return queueWaitOf({
+      ahead,
+      place,
+      counts,
+      maxInFlight: tenant.maxInFlight,
+      deskSlots: deskSlotsOf(tenant.maxInFlight, tenant.deskSlots),
+      taskMs: typicalTaskMs(durations),
+    });
   }
 
   /** After a prepared check was written: the scheduler woken, or a guard's answer counted as done. */
@@ -376,6 +451,10 @@ export function newCheckOf(
     guard?: AdapterErrorCode | undefined;
     /** The stored request it checks, when not its own (a pre-visit re-check: the appointment's). */
     requestId?: string;
+    /** Its place in the tenant's line (queue-place.ts); absent: a desk check of normal priority. */
+    place?: QueuePlace;
+    /** Checks ahead of it and about how long until it is sent, said in its queued CER. */
+    wait?: QueueWait;
   },
 ): NewCheck {
   const { id, now } = at;
@@ -393,9 +472,10 @@ export function newCheckOf(
   );
   const cer = at.guard
     ? adapterErrorCer(ctx, { code: at.guard, text: adapterError(at.guard).text })
-    : queuedCer(ctx);
+    : queuedCer(ctx, at.wait ? waitingNote(at.wait) : undefined);
   return {
     id,
+    ...(at.place ?? {}),
     tenantId: at.tenantId,
     idempotencyKey: input.idempotencyKey,
     payerCode: input.payerCode,

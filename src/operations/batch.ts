@@ -162,7 +162,8 @@ export async function batch(req: FhirRequest, deps: SubmitDeps): Promise<FhirAns
     parsed.map(async (item): Promise<{ check: Check; reused: boolean } | Refused> => {
       if ('status' in item) return item;
       try {
-        const { check, reused } = await deps.checks.accept(req.tenant, item, allowance);
+        // A batch entry is background work, unless its priority is stat (docs/queue.md).
+        const { check, reused } = await deps.checks.accept(req.tenant, item, allowance, 'batch-entry');
         return { check, reused: reused === true };
       } catch (error) {
         return refusedOf(error);

@@ -5,13 +5,14 @@
  * no patient data (no identifiers, names or CER text) in any of them.
  */
 import type { CheckStore } from '../checks/store/check-store.js';
-import { SLOT_STATES, guardPayer } from '../checks/store/check-store.js';
+import { guardPayer } from '../checks/store/check-store.js';
 import type { Tenant } from '../config.js';
 import { DEFAULT_TIME_ZONE } from '../config.js';
 import { OperationOutcomeError, outcome } from '../fhir/outcomes.js';
 import type { Logger } from '../log.js';
 import { safeLabel } from '../log.js';
 import { frontDeskVisitTypes, knownPayers } from '../mapping/request/tables.js';
+import { deskSlotsOf } from '../mapping/request/queue-place.js';
 import { SERVICE_CATEGORY_SYSTEM } from '../mapping/response/codes.js';
 
 export interface PayerOption {
@@ -45,7 +46,17 @@ export interface OperatorView {
     createdAt: string;
     deadlineAt: string;
   }[];
-  queues: { clinic: string; waiting: number; running: number }[];
+  queues: {
+    clinic: string;
+    waiting: number;
+    running: number;
+    /** The line per class (docs/queue.md): desk work first, background work in what slots it may use. */
+    desk: { waiting: number; running: number };
+    background: { waiting: number; running: number };
+    maxInFlight: number;
+    /** Slots background work never holds. */
+    deskSlots: number;
+  }[];
 }
 
 /** How many of the tenant's newest checks are read for its recent payers. */
@@ -92,14 +103,11 @@ const iso = (ms: number): string => new Date(ms).toISOString();
 
 /** One tenant's guards, stuck checks and queue. */
 export async function operatorView(store: CheckStore, tenant: Tenant, now: number): Promise<OperatorView> {
-  const [guards, overdue, counts] = await Promise.all([
+  const [guards, overdue, line] = await Promise.all([
     store.listGuards(),
     store.listOverdue(now),
-    store.countByState(),
+    store.countQueueByClass(tenant.id),
   ]);
-  const mine = counts.filter((c) => c.tenantId === tenant.id);
-  const count = (states: readonly string[]) =>
-    mine.filter((c) => states.includes(c.state)).reduce((sum, c) => sum + c.count, 0);
   return {
     tenant: tenant.id,
     guards: guards
@@ -121,7 +129,17 @@ export async function operatorView(store: CheckStore, tenant: Tenant, now: numbe
         createdAt: iso(c.createdAt),
         deadlineAt: iso(c.deadlineAt),
       })),
-    queues: [{ clinic: tenant.id, waiting: count(['waiting']), running: count(SLOT_STATES) }],
+    queues: [
+      {
+        clinic: tenant.id,
+        waiting: line.desk.waiting + line.background.waiting,
+        running: line.desk.running + line.background.running,
+        desk: line.desk,
+        background: line.background,
+        maxInFlight: tenant.maxInFlight,
+        deskSlots: deskSlotsOf(tenant.maxInFlight, tenant.deskSlots),
+      },
+    ],
   };
 }
 

@@ -15,6 +15,7 @@ import { PrevisitWorker } from '../checks/previsit-worker.js';
 import { Scheduler } from '../checks/scheduler.js';
 import { CheckService } from '../checks/service.js';
 import { Slots } from '../checks/slots.js';
+import { deskSlotsOf } from '../mapping/request/queue-place.js';
 import type { Store } from '../checks/store/appointment-store.js';
 import { DeliveryWorker } from '../notifications/worker.js';
 import type { UpstreamPort } from '../upstream/port.js';
@@ -80,6 +81,8 @@ export function buildWorkers(context: WorkerContext): Workers {
     maxAttempts: 8,
     onEvent: metrics.onEvidence,
   });
+  // The payers' learned durations: adaptive polling, and a queued CER's wait (docs/queue.md).
+  const durations = new PayerDurationBook(store);
   const onEvent: typeof metrics.onLifecycle = (event) => {
     metrics.onLifecycle(event);
     if (event.type === 'done') notifications.wake();
@@ -104,7 +107,7 @@ export function buildWorkers(context: WorkerContext): Workers {
           intervalMs: config.pollIntervalMs,
           minGapMs: config.minPollGapMs,
         },
-        durations: new PayerDurationBook(store),
+        durations,
       },
       onEvent,
       onEvidence: () => evidence.wake(),
@@ -118,6 +121,7 @@ export function buildWorkers(context: WorkerContext): Workers {
       // Poll lateness is bounded below by this wait (bench/README.md, figure 3).
       idleMs: Math.min(100, config.pollIntervalMs),
       maxInFlight: (id) => tenants.get(id)?.maxInFlight ?? 1,
+      deskSlots: (id) => deskSlotsOf(tenants.get(id)?.maxInFlight ?? 1, tenants.get(id)?.deskSlots),
     },
     logger,
   );
@@ -131,6 +135,10 @@ export function buildWorkers(context: WorkerContext): Workers {
     onEvent,
     previsitLeadMinutes: config.previsitLeadMinutes,
     onPrevisit: metrics.onPrevisit,
+    ...(config.backgroundDeadlineMinutes === undefined
+      ? {}
+      : { backgroundDeadlineMinutes: config.backgroundDeadlineMinutes }),
+    durations,
   });
   const previsit = new PrevisitWorker({
     store,

@@ -176,6 +176,11 @@ describe('reading the schedule from the EHR', () => {
         value: `${ehr.fhirBase}/Appointment/${a.id}`,
       });
     }
+    // Each booking check is background work (the desk first, docs/queue.md), due at the start.
+    for (const a of made) {
+      const check = await h.server.store.get(TENANT, (await booked(a.id))!.bookingCheckId);
+      expect(check).toMatchObject({ queueClass: 'background', queueDeadlineAt: Date.parse(a.start!) });
+    }
     const rows = await pageRows(Date.parse(made[0]!.start!));
     const firstId = (await booked(made[0]!.id))?.id;
     expect(rows.rows.find((r) => r.id === firstId)?.source).toBe('EHR schedule');
@@ -185,6 +190,19 @@ describe('reading the schedule from the EHR', () => {
     expect(again.lastCounts).toMatchObject({ booked: 0, moved: 0, cancelled: 0, notChecked: 0 });
     // Unchanged appointments are not read again: the search pages only.
     expect(ehr.requests.slice(requestsBefore).every((r) => r.startsWith('/fhir/Appointment?'))).toBe(true);
+  });
+
+  it('an appointment that has started is checked at once as any request, still background work due at its start', async () => {
+    const p = await patient();
+    await coverage(p.id, 'DAMAN');
+    // A minute ago (today, so the round's search finds it): no booking, a check for now.
+    const made = await appointment(p.id, now() - 60_000);
+    const before = (await h.server.store.search(TENANT, {}, { count: 1000, offset: 0, total: false })).checks;
+    await round();
+    const after = (await h.server.store.search(TENANT, {}, { count: 1000, offset: 0, total: false })).checks;
+    const fresh = after.filter((c) => !before.some((b) => b.id === c.id));
+    expect(fresh).toHaveLength(1);
+    expect(fresh[0]).toMatchObject({ queueClass: 'background', queueDeadlineAt: Date.parse(made.start!) });
   });
 
   it('books one check per payer of the active Coverages, and one from a card number alone', async () => {

@@ -141,7 +141,17 @@ describe('/app/api/', () => {
       expect.objectContaining({ payer: 'METLIFE', kind: 'credentials', until: null }),
     ]);
     expect(mine.stuck.find((c) => c.id === slowId)).toMatchObject({ payer: 'NAS', state: 'polling' });
-    expect(mine.queues).toEqual([{ clinic: 'clinic-a', waiting: 0, running: expect.any(Number) }]);
+    expect(mine.queues).toEqual([
+      {
+        clinic: 'clinic-a',
+        waiting: 0,
+        running: expect.any(Number),
+        desk: { waiting: 0, running: expect.any(Number) },
+        background: { waiting: 0, running: 0 },
+        maxInFlight: 3,
+        deskSlots: 1,
+      },
+    ]);
     expect(mine.queues[0]!.running).toBeGreaterThanOrEqual(1);
     // No patient data in the operator view.
     expect(JSON.stringify(mine)).not.toMatch(/784-1990|Aisha|Testpatient/);
@@ -151,7 +161,17 @@ describe('/app/api/', () => {
       tenant: 'clinic-b',
       guards: [],
       stuck: [],
-      queues: [{ clinic: 'clinic-b', waiting: 0, running: 0 }],
+      queues: [
+        {
+          clinic: 'clinic-b',
+          waiting: 0,
+          running: 0,
+          desk: { waiting: 0, running: 0 },
+          background: { waiting: 0, running: 0 },
+          maxInFlight: 3,
+          deskSlots: 1,
+        },
+      ],
     });
     // Tenant B cannot reset tenant A's guard: 404, and the guard stays.
     const other = await request(h.url).post('/app/api/guards/METLIFE/reset').set(h.authB);

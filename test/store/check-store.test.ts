@@ -217,6 +217,10 @@ describe.each([sqliteBackend(), postgresBackend()])('CheckStore on $name', (back
       asyncStopped: false,
       taskStartedAt: null,
       taskPolls: 0,
+      // Absent from a NewCheck: a desk check of normal priority, ordered by its arrival.
+      queueClass: 'desk',
+      priority: 'normal',
+      queueDeadlineAt: T0 + 5,
       createdAt: T0 + 5,
       updatedAt: T0 + 5,
     });

@@ -19,6 +19,8 @@ export interface RequestOptions {
   /** serviced[x]: an appointment when it lies in the future (docs/previsit.md). */
   servicedDate?: string;
   servicedPeriod?: { start?: string; end?: string };
+  /** CoverageEligibilityRequest.priority (processpriority): where the check waits (docs/queue.md). */
+  priority?: 'stat' | 'normal' | 'deferred';
 }
 
 let counter = 0;
@@ -72,6 +74,10 @@ export function eligibilityRequest(options: RequestOptions = {}): CoverageEligib
   };
   if (options.servicedDate) request.servicedDate = options.servicedDate;
   if (options.servicedPeriod) request.servicedPeriod = options.servicedPeriod;
+  if (options.priority)
+    request.priority = {
+      coding: [{ system: 'http://terminology.hl7.org/CodeSystem/processpriority', code: options.priority }],
+    };
   if (identifierValue !== null)
     request.identifier = [{ system: 'urn:example:ehr:eligibility', value: identifierValue }];
   return request;

@@ -46,10 +46,12 @@ export async function startCheck(check: Check, deps: StepDeps): Promise<void> {
   await deps.createSlots?.acquire();
   let result: Awaited<ReturnType<UpstreamPort['createTask']>>;
   let creating: Check | null;
+  let sentAt = 0;
   try {
     // Written before create-task goes out: a crash from here on is treated as ambiguous.
     creating = await write(check, deps, { state: 'creating' }, 'create-task going out');
     if (!creating) return;
+    sentAt = deps.now();
     result = await deps.upstream.createTask(tenant.upstream, check.upstreamRequest);
   } finally {
     deps.createSlots?.release();
@@ -58,6 +60,9 @@ export async function startCheck(check: Check, deps: StepDeps): Promise<void> {
     type: 'create',
     tenantId: check.tenantId,
     result: result.ok ? 'ok' : describeFailure(result.error),
+    queueClass: check.queueClass,
+    // From accepted to sent, for its first task (a retry's wait is not the line's).
+    ...(check.tasksCreated === 0 && check.pollFailures === 0 ? { waitedMs: sentAt - check.createdAt } : {}),
   });
   if (result.ok) {
     const ctx = contextOf(creating, deps);

@@ -14,6 +14,7 @@ import type { PayerDurationBook } from '../payer-durations.js';
 import type { PollSettings } from '../poll-schedule.js';
 import type { Slots } from '../slots.js';
 import type { Check, CheckStore, ClaimedCheck } from '../store/check-store.js';
+import type { QueueClass } from '../../mapping/request/queue-place.js';
 
 export interface LifecycleDeps {
   store: CheckStore;
@@ -54,7 +55,15 @@ export interface LifecycleDeps {
 }
 
 export type LifecycleEvent =
-  | { type: 'create'; tenantId: string; result: string }
+  | {
+      type: 'create';
+      tenantId: string;
+      result: string;
+      /** The check's class in its tenant's line (docs/queue.md). */
+      queueClass?: QueueClass;
+      /** From accepted to create-task sent (ms), for a check's first try of its first task. */
+      waitedMs?: number;
+    }
   | { type: 'poll'; tenantId: string; result: string; lateMs: number }
   | { type: 'done'; tenantId: string; outcome: string }
   /** A recent answer was given again instead of a new check (docs/batch-and-reuse.md). */

@@ -10,6 +10,7 @@ import type { AuditRecord } from '../../fhir/audit-event.js';
 import type { UpstreamTaskRequest } from '../../upstream/contract.js';
 import type { SubscriptionStore } from './subscription-store.js';
 import type { PayerDurations, TaskDurations } from '../poll-schedule.js';
+import type { QueueClass, QueuePlace, QueuePriority } from '../../mapping/request/queue-place.js';
 
 /**
  * Lifecycle of a check.
@@ -83,6 +84,12 @@ export interface Check {
   taskStartedAt: number | null;
   /** Polls of the current upstream task so far, failed ones included (the poll budget). */
   taskPolls: number;
+  /** The check's class in its tenant's line (docs/queue.md), decided when it was created. */
+  queueClass: QueueClass;
+  /** The request's priority (processpriority), as the line reads it. */
+  priority: QueuePriority;
+  /** The order of background checks (epoch ms): the appointment's start, else arrival + BACKGROUND_DEADLINE_MINUTES. */
+  queueDeadlineAt: number;
 }
 
 /**
@@ -131,15 +138,18 @@ export type NewCheck = Omit<
   | 'asyncStopped'
   | 'taskStartedAt'
   | 'taskPolls'
-> & {
-  now: number;
-  /**
-   * The bare values of patientKey and idempotencyKey (their identifier's value), stored for search:
-   * a `|` in the system makes the key's split ambiguous. Absent: the key after its first `|`.
-   */
-  patientValue?: string | null;
-  requestIdentifierValue?: string | null;
-};
+  | keyof QueuePlace
+> &
+  /** Absent: a desk check of normal priority (mapping/request/queue-place.ts decides it). */
+  Partial<QueuePlace> & {
+    now: number;
+    /**
+     * The bare values of patientKey and idempotencyKey (their identifier's value), stored for search:
+     * a `|` in the system makes the key's split ambiguous. Absent: the key after its first `|`.
+     */
+    patientValue?: string | null;
+    requestIdentifierValue?: string | null;
+  };
 
 /** Fields the scheduler may change. When `cer` is given the version is bumped and updatedAt set. */
 export type CheckPatch = Partial<
@@ -295,7 +305,15 @@ export interface ClaimOptions {
   limit: number;
   /** maxInFlight for a tenant id (checks in SLOT_STATES, across all replicas). */
   maxInFlight: (tenantId: string) => number;
+  /**
+   * The tenant's slots background checks may not take (docs/queue.md); absent: the default of
+   * deskSlotsOf (1 when maxInFlight >= 2).
+   */
+  deskSlots?: (tenantId: string) => number;
 }
+
+/** A tenant's line now: the checks waiting and the checks holding a slot, per class. */
+export type QueueCounts = Record<QueueClass, { waiting: number; running: number }>;
 
 /**
  * One entry of a batch (docs/batch-and-reuse.md), in the order of the batch's entries: the check
@@ -437,6 +455,12 @@ export interface CheckStore {
   findReusable(tenantId: string, reuseKey: string, answeredSince: number): Promise<Check | null>;
   /** A tenant's checks waiting for a slot, and in a slot, now (the dry run's queue report). */
   countQueue(tenantId: string): Promise<{ waiting: number; inFlight: number }>;
+  /** The tenant's line per class (waiting, and holding a slot), for the operator view and a queued CER. */
+  countQueueByClass(tenantId: string): Promise<QueueCounts>;
+  /** Waiting checks of all tenants per class (the eligibility_checks_waiting gauge). */
+  countWaitingByClass(): Promise<Record<QueueClass, number>>;
+  /** How many of the tenant's waiting checks a new check with this place would start after. */
+  countAhead(tenantId: string, place: QueuePlace, createdAt: number): Promise<number>;
   /** Stores a batch (its entries as they were answered). */
   insertBatch(batch: Batch): Promise<void>;
   /** Reads a tenant's batch; another tenant's batch is null. */

@@ -8,6 +8,8 @@ import type { CheckAnswer } from '../../mapping/response/answer.js';
 import type { CoverageEligibilityRequest, CoverageEligibilityResponse } from 'fhir/r4.js';
 import type { UpstreamTaskRequest } from '../../upstream/contract.js';
 import { CHECK_STATES, guardPayer } from './check-store.js';
+import { QUEUE_CLASSES, QUEUE_PRIORITIES } from '../../mapping/request/queue-place.js';
+import type { QueueClass } from '../../mapping/request/queue-place.js';
 import type { DurationStats, PayerDurations } from '../poll-schedule.js';
 import type {
   CerOutcome,
@@ -54,6 +56,9 @@ export const CHECK_COLUMNS = [
   'reuse_key',
   'task_started_at',
   'task_polls',
+  'queue_class',
+  'priority',
+  'queue_deadline_at',
 ] as const;
 export type CheckColumn = (typeof CHECK_COLUMNS)[number];
 
@@ -164,6 +169,9 @@ export function insertValues(check: NewCheck): Record<CheckColumn, unknown> {
     reuse_key: reuseKeyOf(check),
     task_started_at: null,
     task_polls: 0,
+    queue_class: check.queueClass ?? 'desk',
+    priority: check.priority ?? 'normal',
+    queue_deadline_at: check.queueDeadlineAt ?? check.now,
   };
 }
 
@@ -190,25 +198,50 @@ export interface ClaimCandidate {
   createdAt: number;
   /** True for a waiting row that the claim moves to `starting`. */
   promote: boolean;
+  /** A promoted row's tenant and class (the line's order is kept within a tenant: planClaim). */
+  tenantId?: string;
+  queueClass?: QueueClass;
 }
 
 /**
  * Picks the batch: slot-state rows and promotable waiting rows together, most overdue first,
- * so neither kind can starve the other when more is due than one batch holds.
+ * so neither kind can starve the other when more is due than one batch holds; desk rows to
+ * promote come before all (a person waits on them). A tenant's waiting rows are given in the
+ * order of its line (the claim query's): when the batch cuts some of them off, the ones promoted
+ * are the first of the line, so the limit never reorders it.
  */
 export function planClaim(candidates: ClaimCandidate[], limit: number): ClaimCandidate[] {
-  return [...candidates]
-    .sort((a, b) => a.nextRunAt - b.nextRunAt || a.createdAt - b.createdAt || compare(a.id, b.id))
+  const desk = (c: ClaimCandidate): number => (c.promote && c.queueClass === 'desk' ? 0 : 1);
+  const kept = [...candidates]
+    .sort(
+      (a, b) =>
+        desk(a) - desk(b) || a.nextRunAt - b.nextRunAt || a.createdAt - b.createdAt || compare(a.id, b.id),
+    )
     .slice(0, Math.max(0, limit));
+  const promoted = new Map<string, number>();
+  for (const c of kept)
+    if (c.promote) promoted.set(c.tenantId ?? '', (promoted.get(c.tenantId ?? '') ?? 0) + 1);
+  const lines = new Map<string, ClaimCandidate[]>();
+  for (const c of candidates) {
+    if (!c.promote) continue;
+    const line = lines.get(c.tenantId ?? '') ?? [];
+    line.push(c);
+    lines.set(c.tenantId ?? '', line);
+  }
+  const firsts = [...promoted].flatMap(([tenant, count]) => (lines.get(tenant) ?? []).slice(0, count));
+  return [...firsts, ...kept.filter((c) => !c.promote)];
 }
 
-/** A row of a claim's candidate SELECT (id, next_run_at, created_at). */
+/** A row of a claim's candidate SELECT (id, next_run_at, created_at; a waiting row's tenant_id and queue_class). */
 export function rowToCandidate(row: Row, promote: boolean): ClaimCandidate {
   return {
     id: text(row, 'id'),
     nextRunAt: int(row, 'next_run_at'),
     createdAt: int(row, 'created_at'),
     promote,
+    ...(promote
+      ? { tenantId: text(row, 'tenant_id'), queueClass: oneOf(row, 'queue_class', QUEUE_CLASSES) }
+      : {}),
   };
 }
 
@@ -332,6 +365,10 @@ export function rowToClaimed(row: Row, readJson: (value: unknown) => unknown): C
     updatedAt: int(row, 'updated_at'),
     taskStartedAt: nullableInt(row, 'task_started_at'),
     taskPolls: nullableInt(row, 'task_polls') ?? 0,
+    queueClass: oneOf(row, 'queue_class', QUEUE_CLASSES),
+    priority: oneOf(row, 'priority', QUEUE_PRIORITIES),
+    // Rows finished before migration 19 have none: their arrival.
+    queueDeadlineAt: nullableInt(row, 'queue_deadline_at') ?? int(row, 'created_at'),
   };
 }
 

@@ -10,6 +10,14 @@ import { withNarrative } from '../../mapping/response/narrative.js';
 import { bool, int, text } from './rows.js';
 import type { ColumnTypes, Dialect, Statement, StoreKind, Work } from './driver.js';
 
+/**
+ * The order in which a tenant's waiting checks are started (docs/queue.md): desk before background,
+ * `stat` before the rest, then the deadline (a desk check's is its arrival), then arrival. The
+ * claim query's ORDER BY and the queue index say it the same way, so the index serves it.
+ */
+export const QUEUE_ORDER =
+  "queue_class DESC, (CASE WHEN priority = 'stat' THEN 0 ELSE 1 END), queue_deadline_at, created_at, id";
+
 /** A migration: its statements, one each, for a database's column types. */
 export type Migration = (t: ColumnTypes) => readonly string[];
 
@@ -306,9 +314,18 @@ const MIGRATIONS: readonly Migration[] = [
     created_at ${t.bigint} NOT NULL
   )`,
   ],
-  // 19: taken by the desk-first queue columns (issue 41, another branch); empty here so that this
-  // list keeps its numbers when the two are merged (the merge puts that migration in this place).
-  () => [],
+  // 19 (issue 41, docs/queue.md): the desk first. A check's class (desk or background), its
+  // request's priority and its place among background work (queue_deadline_at), decided once when
+  // it is created; rows stored before are desk checks of normal priority in arrival order. The
+  // index holds the waiting rows only, in the order the claim query starts them.
+  (t) => [
+    "ALTER TABLE checks ADD COLUMN queue_class TEXT NOT NULL DEFAULT 'desk' CHECK (queue_class IN ('desk', 'background'))",
+    "ALTER TABLE checks ADD COLUMN priority TEXT NOT NULL DEFAULT 'normal' CHECK (priority IN ('stat', 'normal', 'deferred'))",
+    `ALTER TABLE checks ADD COLUMN queue_deadline_at ${t.bigint}`,
+    // Only the rows still running are ordered; a finished one reads its arrival (rows.ts).
+    "UPDATE checks SET queue_deadline_at = created_at WHERE state <> 'done'",
+    `CREATE INDEX checks_queue_idx ON checks (tenant_id, ${QUEUE_ORDER}) WHERE state = 'waiting'`,
+  ],
   // 20 (issue 42, docs/ehr-schedule.md): the EHR's schedule. Per tenant, one row of its rounds
   // (when the next is due, the lease that gives a round to one replica, how the last went); per
   // appointment read from the EHR, what it was when last read (start, status), the stored requests

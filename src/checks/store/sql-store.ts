@@ -1,11 +1,11 @@
 /**
  * The check store, once for SQLite and PostgreSQL: every SQL statement of the store is here
- * (the schema's are in schema.ts), written with PostgreSQL's $1, $2, ... placeholders, which the
+ * (the schema's are in schema.ts; the claim and the line's counts in sql-queue.ts), written with PostgreSQL's $1, $2, ... placeholders, which the
  * SQLite driver binds as well. What the two databases do differently is a dialect hook (row and
  * tenant locks of a claim, JSON columns, index hints) or the driver's own business (sqlite.ts:
  * the group commit; postgres.ts: the pool and its transactions); see driver.ts.
  */
-import { SLOT_STATES, guardPayer, isAnswered } from './check-store.js';
+import { guardPayer, isAnswered } from './check-store.js';
 import type { PayerDurations, TaskDurations } from '../poll-schedule.js';
 import type {
   Batch,
@@ -18,6 +18,7 @@ import type {
   ClaimedCheck,
   Guard,
   NewCheck,
+  QueueCounts,
   SearchFilters,
   SearchPage,
   StoredCer,
@@ -33,8 +34,6 @@ import {
   insertValues,
   int,
   patched,
-  planClaim,
-  rowToCandidate,
   rowToCheck,
   rowToClaimed,
   rowToDocuments,
@@ -49,7 +48,14 @@ import type { CheckColumn, Row } from './rows.js';
 import type { Dialect, SqlDriver, Work } from './driver.js';
 import { Params, one, query, rangeCondition } from './driver.js';
 import { migration } from './schema.js';
-import { TERMINAL_STATUSES } from '../../upstream/contract.js';
+import type { QueueClass, QueuePlace } from '../../mapping/request/queue-place.js';
+import {
+  claiming,
+  countingAhead,
+  countingQueue,
+  countingQueueByClass,
+  countingWaitingByClass,
+} from './sql-queue.js';
 import { recordEvents, SqlSubscriptionStore } from './sql-subscriptions.js';
 import { SqlAppointmentStore } from './sql-appointments.js';
 import { SqlEhrScheduleStore } from './sql-ehr-schedule.js';
@@ -64,18 +70,6 @@ import type { StoreHealthReport } from './check-store.js';
 
 /** listOverdue returns at most this many (operator view). */
 const OVERDUE_LIMIT = 500;
-/** SLOT_STATES as an SQL list of literals (fixed values, never user input). */
-const SLOT_STATES_SQL = `(${SLOT_STATES.map((state) => `'${state}'`).join(', ')})`;
-/** A due row that is not leased: the condition of every claim query, `now` being $1. */
-const DUE = 'next_run_at <= $1 AND (lease_until IS NULL OR lease_until <= $1)';
-/**
- * A row in SLOT_STATES that holds a tenant slot: all but a search-all whose upstream task is
- * terminal. A search-all holds its slot until its task is terminal or the search is complete,
- * whichever comes first (docs/lifecycle.md); after a terminal task it is still polled for the
- * payers that answer late, without a slot (the portal sessions of the task are over).
- */
-const HOLDS_SLOT = `NOT (is_search_all = TRUE AND COALESCE(upstream_status, '') IN (${TERMINAL_STATUSES.map((s) => `'${s}'`).join(', ')}))`;
-const CLAIMED = 'id, next_run_at, created_at';
 /** Tasks over which a payer's durations are averaged (then weighted 1/DURATION_WINDOW each). */
 const DURATION_WINDOW = 50;
 
@@ -164,7 +158,7 @@ export class SqlStore implements CheckStore {
 
   claimDue(options: ClaimOptions): Promise<ClaimedCheck[]> {
     if (options.limit <= 0) return Promise.resolve([]);
-    return this.driver.run('transaction', this.claiming(options));
+    return this.driver.run('transaction', claiming(this.dialect, this.toClaimed, options));
   }
 
   async adoptCreating(
@@ -278,20 +272,20 @@ export class SqlStore implements CheckStore {
     return row ? this.toCheck(row) : null;
   }
 
-  async countQueue(tenantId: string): Promise<{ waiting: number; inFlight: number }> {
-    const rows = await this.rows(
-      `SELECT state, COUNT(*) AS count FROM checks
-       WHERE tenant_id = $1 AND state IN ('waiting', ${SLOT_STATES_SQL.slice(1, -1)}) AND ${HOLDS_SLOT}
-       GROUP BY state`,
-      [tenantId],
-    );
-    let waiting = 0;
-    let inFlight = 0;
-    for (const row of rows) {
-      if (text(row, 'state') === 'waiting') waiting += int(row, 'count');
-      else inFlight += int(row, 'count');
-    }
-    return { waiting, inFlight };
+  countQueue(tenantId: string): Promise<{ waiting: number; inFlight: number }> {
+    return this.driver.run('single', countingQueue(tenantId));
+  }
+
+  countQueueByClass(tenantId: string): Promise<QueueCounts> {
+    return this.driver.run('single', countingQueueByClass(tenantId));
+  }
+
+  countWaitingByClass(): Promise<Record<QueueClass, number>> {
+    return this.driver.run('single', countingWaitingByClass());
+  }
+
+  countAhead(tenantId: string, place: QueuePlace, createdAt: number): Promise<number> {
+    return this.driver.run('single', countingAhead(this.dialect, tenantId, place, createdAt));
   }
 
   async insertBatch(batch: Batch): Promise<void> {
@@ -453,56 +447,6 @@ export class SqlStore implements CheckStore {
     ]);
     if (!existing) throw new Error(`check ${check.id} was neither inserted nor found`);
     return { check: this.toCheck(existing), created: false };
-  }
-
-  private *claiming(options: ClaimOptions): Work<ClaimedCheck[]> {
-    const { owner, now, leaseMs, limit } = options;
-    const { lockRows } = this.dialect;
-    const candidates = (yield* query(
-      `SELECT ${CLAIMED} FROM checks WHERE state IN ${SLOT_STATES_SQL} AND ${DUE}
-         ORDER BY next_run_at, created_at, id LIMIT $2${lockRows}`,
-      [now, limit],
-    )).map((row) => rowToCandidate(row, false));
-    const tenants = yield* query(
-      `SELECT DISTINCT tenant_id FROM checks WHERE state = 'waiting' AND ${DUE} ORDER BY tenant_id`,
-      [now],
-    );
-    // Tenants in a fixed order, so two claimers taking several tenant locks cannot deadlock.
-    for (const tenantId of tenants.map((row) => text(row, 'tenant_id'))) {
-      const lock = this.dialect.lockTenant(tenantId);
-      if (lock) yield lock;
-      // Counted after the lock: it sees every promotion committed before.
-      const [busy] = yield* query(
-        `SELECT COUNT(*) AS count FROM checks WHERE tenant_id = $1 AND state IN ${SLOT_STATES_SQL} AND ${HOLDS_SLOT}`,
-        [tenantId],
-      );
-      const free = Math.min(options.maxInFlight(tenantId) - (busy ? int(busy, 'count') : 0), limit);
-      if (free <= 0) continue;
-      // In arrival order within the tenant, so LIMIT stops early (SQLite is told the index: it
-      // would otherwise walk every due waiting row of every tenant, having no statistics).
-      const waiting = yield* query(
-        `SELECT ${CLAIMED} FROM checks${this.dialect.indexedBy('checks_tenant_state_idx')}
-         WHERE tenant_id = $2 AND state = 'waiting' AND ${DUE} ORDER BY created_at, id LIMIT $3${lockRows}`,
-        [now, tenantId, free],
-      );
-      candidates.push(...waiting.map((row) => rowToCandidate(row, true)));
-    }
-    const plan = planClaim(candidates, limit);
-    if (plan.length === 0) return [];
-    const { batch, match, bind } = this.dialect.claimRows;
-    // Without the documents: most steps are polls that use none of them (bench/README.md, figure 3).
-    const claim = `UPDATE checks SET lease_owner = $1, lease_until = $2,
-         state = CASE WHEN id ${match('$3')} THEN 'starting' ELSE state END
-       WHERE id ${match('$4')} RETURNING ${CLAIMED_COLUMNS.join(', ')}`;
-    const claimed = new Map<string, ClaimedCheck>();
-    for (let start = 0; start < plan.length; start += batch) {
-      const rows = plan.slice(start, start + batch);
-      const promoted = rows.filter((c) => c.promote).map((c) => c.id);
-      const ids = rows.map((c) => c.id);
-      for (const row of yield* query(claim, [owner, now + leaseMs, bind(promoted), bind(ids)]))
-        claimed.set(text(row, 'id'), this.toClaimed(row));
-    }
-    return plan.flatMap((c) => claimed.get(c.id) ?? []);
   }
 
   private *updating<T extends ClaimedCheck>(

@@ -7,7 +7,7 @@
  */
 import type { Patient } from 'fhir/r4.js';
 import type { CdsClient, Tenant } from '../../config.js';
-import type { CheckService } from '../../checks/service.js';
+import type { AcceptSource, CheckService } from '../../checks/service.js';
 import type { Check } from '../../checks/store/check-store.js';
 import { isAnswered } from '../../checks/store/check-store.js';
 import { isOperationOutcomeError } from '../../fhir/outcomes.js';
@@ -111,7 +111,7 @@ export async function appointmentBook(
       deps.now(),
     );
     for (const entry of checks) {
-      const card = await cardOf(entry, caller.tenant, deps, cardContext, { started });
+      const card = await cardOf(entry, caller.tenant, deps, cardContext, { started, source: 'appointment' });
       cards.push(card.card);
       if (card.checkId) checkIds.push(card.checkId);
     }
@@ -205,14 +205,15 @@ async function cardOf(
   tenant: Tenant,
   deps: HookDeps,
   context: CardContext,
-  options: { started: string },
+  options: { started: string; source?: AcceptSource },
 ): Promise<{ card: Card; checkId?: string }> {
   if (!('input' in entry))
     return {
       card: refusalCard(entry.error, INCOMPLETE, context),
     };
   try {
-    const accepted = await deps.checks.accept(tenant, entry.input);
+    // An appointment's check is background work; patient-view's is the desk's (docs/queue.md).
+    const accepted = await deps.checks.accept(tenant, entry.input, {}, options.source ?? 'request');
     return {
       card: checkCard(accepted.check, context, options),
       checkId: accepted.check.id,
