@@ -484,7 +484,13 @@ function checkPatientId() {
 // ---------------------------------------------------------------- recent checks
 
 async function loadRecent() {
-  const params = new URLSearchParams({ _count: '10', _include: 'CoverageEligibilityResponse:request' });
+  // Newest check first: a later version of an older answer (a note about its documents) does not
+  // move it above the check just made.
+  const params = new URLSearchParams({
+    _count: '10',
+    _sort: '-created',
+    _include: 'CoverageEligibilityResponse:request',
+  });
   const outcome = $('recent-outcome').value;
   const search = $('recent-search').value.trim();
   if (outcome) params.set('outcome', outcome);

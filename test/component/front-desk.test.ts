@@ -172,6 +172,8 @@ describe('/app/api/', () => {
           deskSlots: 1,
         },
       ],
+      // Clinic B does not read its schedule from an EHR (docs/ehr-schedule.md).
+      ehrSchedule: null,
     });
     // Tenant B cannot reset tenant A's guard: 404, and the guard stays.
     const other = await request(h.url).post('/app/api/guards/METLIFE/reset').set(h.authB);
