@@ -3,28 +3,23 @@
  * PostgreSQL store read the same clinic's schedule; each round is taken by one of them (the
  * tenant's round row, leased), so the EHR is read once per period, not once per replica.
  */
-import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { EhrSchedule } from '../../src/config.js';
 import type { FhirEhr } from '../support/fhir-ehr.js';
 import { clientKeyPair, startFhirEhr } from '../support/fhir-ehr.js';
 import type { Harness } from '../support/harness.js';
 import { startHarness } from '../support/harness.js';
-import { testDatabaseUrl } from '../support/postgres.js';
+import { createTestSchema, type TestSchema } from '../support/postgres.js';
 import { until } from '../support/until.js';
 
 const TENANT = 'clinic-a';
 let ehr: FhirEhr;
 let one: Harness | undefined;
 let two: Harness | undefined;
-const schema = `ehr_schedule_${process.pid}_${Date.now()}`;
-const admin = new pg.Client({ connectionString: testDatabaseUrl() });
+let schema: TestSchema | undefined;
 
 beforeAll(async () => {
-  await admin.connect();
-  await admin.query(`CREATE SCHEMA ${schema}`);
-  const url = new URL(testDatabaseUrl());
-  url.searchParams.set('options', `-c search_path=${schema}`);
+  schema = await createTestSchema('ehr_schedule');
   const keys = await clientKeyPair();
   ehr = await startFhirEhr({ clientId: 'adapter', publicJwks: { keys: [keys.publicJwk] } });
   const settings: EhrSchedule = {
@@ -38,16 +33,15 @@ beforeAll(async () => {
     search: [],
   };
   // One after the other: the second finds the schema migrated.
-  one = await startHarness({ databaseUrl: url.toString(), ehrSchedule: { a: settings } });
-  two = await startHarness({ databaseUrl: url.toString(), ehrSchedule: { a: settings } });
+  one = await startHarness({ databaseUrl: schema.url, ehrSchedule: { a: settings } });
+  two = await startHarness({ databaseUrl: schema.url, ehrSchedule: { a: settings } });
 }, 60_000);
 
 afterAll(async () => {
   await one?.stop();
   await two?.stop();
   await ehr.close();
-  await admin.query(`DROP SCHEMA IF EXISTS ${schema} CASCADE`);
-  await admin.end();
+  await schema?.drop();
 });
 
 const searches = () => ehr.requests.filter((r) => r.startsWith('/fhir/Appointment?')).length;

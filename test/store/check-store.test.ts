@@ -7,7 +7,7 @@ import { randomUUID } from 'node:crypto';
 import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import type { CoverageEligibilityRequest, CoverageEligibilityResponse } from 'fhir/r4.js';
+import type { CoverageEligibilityResponse } from 'fhir/r4.js';
 import type Database from 'better-sqlite3';
 import { describe, expect, it } from 'vitest';
 import { openStore } from '../../src/checks/store/open.js';
@@ -25,79 +25,12 @@ import { SLOT_STATES } from '../../src/checks/store/check-store.js';
 import { reuseKeyOf } from '../../src/checks/store/rows.js';
 import { auditRow } from '../../src/checks/store/audit-store.js';
 import { postgresBackend, sqliteBackend, storesOn } from '../support/store-backends.js';
-import { upstreamTaskRequest } from '../support/requests.js';
+import { newCheck, type CheckSpec } from '../support/new-check.js';
 
 const T0 = Date.UTC(2025, 0, 1, 8, 0, 0);
 const LEASE_MS = 30_000;
 
 // ---- factory -------------------------------------------------------------------------------
-
-interface CheckSpec {
-  tenantId?: string;
-  idempotencyKey?: string | null;
-  patientKey?: string | null;
-  patientValue?: string | null;
-  requestIdentifierValue?: string | null;
-  payerCode?: string;
-  state?: CheckState;
-  outcome?: CerOutcome;
-  now?: number;
-  nextRunAt?: number;
-  deadlineAt?: number;
-}
-
-/** A minimal valid NewCheck; only what a test names differs between checks. */
-function newCheck(spec: CheckSpec = {}): NewCheck {
-  const id = randomUUID();
-  const now = spec.now ?? T0;
-  const outcome = spec.outcome ?? 'queued';
-  const request: CoverageEligibilityRequest = {
-    resourceType: 'CoverageEligibilityRequest',
-    id,
-    status: 'active',
-    purpose: ['benefits'],
-    patient: { reference: 'Patient/p1' },
-    created: '2025-01-01',
-    insurer: { identifier: { system: 'urn:payer', value: 'DAMAN' } },
-  };
-  const cer: CoverageEligibilityResponse = {
-    resourceType: 'CoverageEligibilityResponse',
-    id,
-    status: 'active',
-    purpose: ['benefits'],
-    patient: { reference: 'Patient/p1' },
-    created: new Date(now).toISOString(),
-    request: { reference: `CoverageEligibilityRequest/${id}` },
-    outcome,
-    insurer: { identifier: { system: 'urn:payer', value: 'DAMAN' } },
-  };
-  return {
-    id,
-    tenantId: spec.tenantId ?? 'tenant-a',
-    idempotencyKey: spec.idempotencyKey === undefined ? null : spec.idempotencyKey,
-    payerCode: spec.payerCode ?? 'DAMAN',
-    isSearchAll: false,
-    patientKey: spec.patientKey === undefined ? 'urn:eid|784-1990-1234567-6' : spec.patientKey,
-    ...(spec.patientValue === undefined ? {} : { patientValue: spec.patientValue }),
-    ...(spec.requestIdentifierValue === undefined
-      ? {}
-      : { requestIdentifierValue: spec.requestIdentifierValue }),
-    request,
-    upstreamRequest: upstreamTaskRequest('784-1990-1234567-6', now),
-    state: spec.state ?? 'waiting',
-    upstreamTaskId: null,
-    upstreamStatus: null,
-    tasksCreated: 0,
-    pollFailures: 0,
-    nextRunAt: spec.nextRunAt ?? now,
-    deadlineAt: spec.deadlineAt ?? now + 60_000,
-    envelope: null,
-    cer,
-    outcome,
-    answer: null,
-    now,
-  };
-}
 
 function cerWith(check: Check, outcome: CerOutcome): CoverageEligibilityResponse {
   return { ...check.cer, outcome, disposition: `now ${outcome}` };

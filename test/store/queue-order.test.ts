@@ -4,13 +4,11 @@
  * then arrival; background work never holds the tenant's desk slots, never starves when no desk
  * work waits, and two store instances claiming at once keep both rules and maxInFlight.
  */
-import { randomUUID } from 'node:crypto';
-import type { CoverageEligibilityResponse } from 'fhir/r4.js';
 import { describe, expect, it } from 'vitest';
 import type { CheckStore, ClaimOptions, ClaimedCheck, NewCheck } from '../../src/checks/store/check-store.js';
 import type { QueuePlace } from '../../src/mapping/request/queue-place.js';
 import { postgresBackend, sqliteBackend, storesOn } from '../support/store-backends.js';
-import { upstreamTaskRequest } from '../support/requests.js';
+import { newCheck as storedCheck } from '../support/new-check.js';
 
 const T0 = Date.UTC(2025, 0, 1, 8, 0, 0);
 const HOUR = 3_600_000;
@@ -21,52 +19,14 @@ interface Spec {
   tenantId?: string;
 }
 
+/** A waiting check (the store tests' row) at its place in the line. */
 function newCheck({ at, place = {}, tenantId = 'tenant-a' }: Spec): NewCheck {
-  const id = randomUUID();
-  const cer: CoverageEligibilityResponse = {
-    resourceType: 'CoverageEligibilityResponse',
-    id,
-    status: 'active',
-    purpose: ['benefits'],
-    patient: { reference: 'Patient/p1' },
-    created: new Date(at).toISOString(),
-    request: { reference: `CoverageEligibilityRequest/${id}` },
-    outcome: 'queued',
-    insurer: { identifier: { system: 'urn:payer', value: 'DAMAN' } },
-  };
   const queueClass = place.queueClass ?? 'desk';
   return {
-    id,
-    tenantId,
-    idempotencyKey: null,
-    payerCode: 'DAMAN',
-    isSearchAll: false,
-    patientKey: null,
-    request: {
-      resourceType: 'CoverageEligibilityRequest',
-      id,
-      status: 'active',
-      purpose: ['benefits'],
-      patient: { reference: 'Patient/p1' },
-      created: '2025-01-01',
-      insurer: { identifier: { system: 'urn:payer', value: 'DAMAN' } },
-    },
-    upstreamRequest: upstreamTaskRequest('784-1990-1234567-6', at),
-    state: 'waiting',
-    upstreamTaskId: null,
-    upstreamStatus: null,
-    tasksCreated: 0,
-    pollFailures: 0,
-    nextRunAt: at,
-    deadlineAt: at + 60_000,
-    envelope: null,
-    cer,
-    outcome: 'queued',
-    answer: null,
+    ...storedCheck({ tenantId, now: at, patientKey: null }),
     queueClass,
     priority: place.priority ?? 'normal',
     queueDeadlineAt: place.queueDeadlineAt ?? (queueClass === 'desk' ? at : at + HOUR),
-    now: at,
   };
 }
 
